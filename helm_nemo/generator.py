@@ -1,0 +1,229 @@
+"""Profiles + schemas + one Jinja2 source per chart kind -> the charts under charts/.
+
+Pure function first (`render_all` returns every file as bytes), then thin `write`/`check` on top,
+so tests can generate into memory and compare.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .profiles import load_profiles, profile_digest, read_yaml
+from .schema_bundle import bundle
+from .values_docs import values_table
+
+GENERATED_MARKER = ".generated-by-helm-nemo"
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    kind: str
+    version: str
+    app_version: str
+    description: str
+    schema: str
+    per_accelerator: bool
+    clouds: tuple[str, ...]
+
+
+def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
+    raw = read_yaml((generator_dir or paths.generator_dir()) / "charts.yaml")
+    return [
+        ChartSpec(
+            kind=c["kind"],
+            version=str(c["version"]),
+            app_version=str(c["appVersion"]),
+            description=c["description"],
+            schema=c["schema"],
+            per_accelerator=bool(c.get("perAccelerator", False)),
+            clouds=tuple(c.get("clouds", ())),
+        )
+        for c in raw["charts"]
+    ]
+
+
+def _jinja_env(generator_dir: Path):
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(generator_dir)),
+        block_start_string="[%",
+        block_end_string="%]",
+        variable_start_string="[[",
+        variable_end_string="]]",
+        comment_start_string="[#",
+        comment_end_string="#]",
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
+    env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True, ensure_ascii=False)
+    env.filters["toyaml"] = to_yaml
+    return env
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """Block-style YAML for profile data baked into templates; multi-line strings as literal blocks.
+
+    The first line is not indented (the template places it), the following ones get `indent` spaces.
+    """
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.scalarstring import LiteralScalarString
+
+    def prepare(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: prepare(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [prepare(v) for v in node]
+        if isinstance(node, str) and "\n" in node:
+            return LiteralScalarString(node)
+        return node
+
+    yaml = YAML(typ="rt", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    buf = io.StringIO()
+    yaml.dump(prepare(value), buf)
+    lines = buf.getvalue().rstrip("\n").split("\n")
+    return "\n".join([lines[0]] + [(" " * indent + line) if line else line for line in lines[1:]])
+
+
+def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
+    """Schema of the .Values.network keys a profile adds (plugin/daemon image, build type, ...)."""
+    network = profile.get("network", {})
+    props: dict[str, Any] = {}
+    for part, what in (("pluginInstaller", "NCCL plugin installer image"), ("daemonSidecar", "network daemon sidecar image")):
+        if network.get(part):
+            props[network[part]["valuesKey"]] = {"$ref": "#/definitions/image", "description": what + " (pinned)."}
+    for key, value in (network.get("extraValues") or {}).items():
+        props[key] = {"type": "integer" if isinstance(value, int) else "string"}
+    return props
+
+
+def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None) -> dict[str, Any]:
+    schema = bundle(spec.schema, profile)
+    if profile is not None and "network" in schema.get("properties", {}):
+        extra = network_value_properties(profile)
+        if extra:
+            schema["properties"]["network"]["properties"].update(extra)
+            schema.setdefault("definitions", {}).setdefault("image", bundle("definitions.schema.json", None)["definitions"]["image"])
+            schema["definitions"] = dict(sorted(schema["definitions"].items()))
+    return schema
+
+
+def _chart_name(spec: ChartSpec, profile: dict[str, Any] | None) -> str:
+    return f"{spec.kind}-{profile['id']}" if profile else spec.kind
+
+
+def _chart_dir(spec: ChartSpec, profile: dict[str, Any] | None) -> str:
+    return f"{profile['id']}/{spec.kind}" if profile else spec.kind
+
+
+def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None) -> dict[str, bytes]:
+    """Every file of one chart, keyed by its path relative to the chart folder."""
+    source = generator_dir / spec.kind
+    schema = chart_schema(spec, profile)
+    context = {
+        "profile": profile or {},
+        "profile_digest": profile_digest(profile) if profile else "",
+        "chart": {
+            "name": _chart_name(spec, profile),
+            "kind": spec.kind,
+            "version": spec.version,
+            "appVersion": spec.app_version,
+            "description": env.from_string(spec.description).render(profile=profile or {}),
+        },
+        "schema": schema,
+    }
+    files: dict[str, bytes] = {}
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        rel = path.relative_to(source).as_posix()
+        if rel.endswith(".j2"):
+            text = env.get_template(f"{spec.kind}/{rel}").render(**context)
+            rel = rel[: -len(".j2")]
+            if not text.strip():
+                continue  # a template whose feature this profile lacks (e.g. no ComputeDomain)
+        else:
+            text = path.read_text(encoding="utf-8")
+        files[rel] = text.encode("utf-8")
+    if profile is not None:
+        files["templates/_helpers.tpl"] = env.get_template("shared/helpers.tpl.j2").render(**context).encode()
+    files["values.schema.json"] = (json.dumps(schema, indent=2, ensure_ascii=False) + "\n").encode()
+    from ruamel.yaml import YAML
+
+    defaults = YAML(typ="safe", pure=True).load(files["values.yaml"].decode())
+    readme = env.get_template("shared/README.md.j2").render(
+        **context, rows=values_table(schema, defaults), source_kind=spec.kind
+    )
+    files["README.md"] = readme.encode()
+    return files
+
+
+def render_all(root: Path | None = None) -> dict[str, bytes]:
+    """Every generated file under charts/, keyed by path relative to charts/."""
+    root = root or paths.project_root()
+    generator_dir = root / "generator"
+    env = _jinja_env(generator_dir)
+    profiles = load_profiles(root / "values" / "accelerators")
+    out: dict[str, bytes] = {}
+    for spec in load_chart_specs(generator_dir):
+        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds] if spec.per_accelerator else [None]
+        for profile in targets:
+            for rel, data in render_chart(env, generator_dir, spec, profile).items():
+                out[f"{_chart_dir(spec, profile)}/{rel}"] = data
+    out[GENERATED_MARKER] = b"Everything under charts/ is generated by `helm-nemo generate`; edit generator/, schemas/ or values/ instead.\n"
+    return dict(sorted(out.items()))
+
+
+def _existing_files(charts: Path) -> dict[str, bytes]:
+    if not charts.exists():
+        return {}
+    return {p.relative_to(charts).as_posix(): p.read_bytes() for p in charts.rglob("*") if p.is_file()}
+
+
+def check(root: Path | None = None) -> list[str]:
+    """Paths (relative to charts/) that differ from what the sources produce; empty when in sync."""
+    root = root or paths.project_root()
+    wanted = render_all(root)
+    have = _existing_files(root / "charts")
+    problems = []
+    for rel in sorted(set(wanted) | set(have)):
+        if rel not in have:
+            problems.append(f"missing: charts/{rel}")
+        elif rel not in wanted:
+            problems.append(f"stale: charts/{rel}")
+        elif have[rel] != wanted[rel]:
+            problems.append(f"differs: charts/{rel}")
+    return problems
+
+
+def write(root: Path | None = None) -> list[str]:
+    """Write charts/ from the sources, removing stale generated files; returns the paths changed."""
+    root = root or paths.project_root()
+    charts = root / "charts"
+    wanted = render_all(root)
+    have = _existing_files(charts)
+    changed = []
+    for rel, data in wanted.items():
+        if have.get(rel) != data:
+            target = charts / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            changed.append(rel)
+    for rel in sorted(set(have) - set(wanted)):
+        (charts / rel).unlink()
+        changed.append(rel)
+    for folder in sorted((p for p in charts.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return changed

@@ -1,0 +1,79 @@
+"""Accelerator profiles: the data that makes one chart source fit every accelerator."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from . import paths
+
+
+class ProfileError(Exception):
+    """A profile file that does not match schemas/accelerator-profile.schema.json."""
+
+
+def read_yaml(path: Path) -> Any:
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    import jsonschema
+
+    profile = read_yaml(path)
+    schema = json.loads((paths.schemas_dir() / "accelerator-profile.schema.json").read_text())
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(profile), key=lambda e: list(e.path))
+    if errors:
+        lines = [f"{path}: $.{'.'.join(str(p) for p in e.path)}: {e.message}" for e in errors]
+        raise ProfileError("invalid accelerator profile:\n" + "\n".join(lines))
+    if profile["id"] != path.stem:
+        raise ProfileError(f"{path}: id {profile['id']!r} must equal the file name {path.stem!r}")
+    return with_defaults(profile)
+
+
+# Optional profile fields and their meaning when absent. Filling them here lets the chart sources
+# use strict undefined-checking: a misspelt field is an error, an absent optional one is not.
+_OPTIONAL = {
+    "computeDomain": False,
+    "fabric": None,
+    "resourceRequests": {},
+    "gcsfuseSidecarLimits": None,
+    "kueueQueueHint": None,
+}
+_OPTIONAL_NETWORK = {
+    "extraValues": {},
+    "hostPaths": [],
+    "workloadMounts": [],
+    "pluginInstaller": None,
+    "daemonSidecar": None,
+    "ncclExportsAfterInit": [],
+    "workloadPrelude": [],
+}
+
+
+def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
+    out = {**_OPTIONAL, **profile}
+    out["network"] = {**_OPTIONAL_NETWORK, **profile["network"]}
+    installer = out["network"]["pluginInstaller"]
+    if installer is not None:
+        out["network"]["pluginInstaller"] = {"envFromValues": [], "args": [], **installer}
+    daemon = out["network"]["daemonSidecar"]
+    if daemon is not None:
+        out["network"]["daemonSidecar"] = {"env": [], **daemon}
+    return out
+
+
+def load_profiles(directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    """All profiles by id, in id order (the order charts are generated in)."""
+    directory = directory or paths.accelerators_dir()
+    profiles = [load_profile(p) for p in sorted(directory.glob("*.yaml"))]
+    return {p["id"]: p for p in sorted(profiles, key=lambda p: p["id"])}
+
+
+def profile_digest(profile: dict[str, Any]) -> str:
+    """Short content digest, written into each chart so a profile change is visible in Chart.yaml."""
+    canonical = json.dumps(profile, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
