@@ -1,0 +1,71 @@
+"""Shared test fixtures: the real Helm 3 and Helm 4 binaries, and a helper to run them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HELMS = {
+    "helm3": Path(os.environ.get("HELM3", ROOT / ".tools/helm3/helm")),
+    "helm4": Path(os.environ.get("HELM4", ROOT / ".tools/helm4/helm")),
+}
+# Pinned so renders do not depend on each binary's default (v1.32.0 on 3.17.2, v1.35.0 on 4.1.4).
+KUBE_VERSION = "1.32.0"
+API_VERSIONS = ["jobset.x-k8s.io/v1alpha2", "resource.nvidia.com/v1beta1", "kueue.x-k8s.io/v1beta1"]
+
+
+def helm_env(tmp_root: Path) -> dict[str, str]:
+    """An isolated helm home per test session, so the user's repos and plugins never leak in."""
+    env = dict(os.environ)
+    for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
+        env[name] = str(tmp_root / name.lower())
+    env.pop("HELM_PLUGINS", None)
+    return env
+
+
+class Helm:
+    def __init__(self, name: str, binary: Path, env: dict[str, str]):
+        self.name = name
+        self.binary = binary
+        self.env = env
+
+    def run(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            [str(self.binary), *args], cwd=cwd, env=self.env, capture_output=True, text=True, check=False
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{self.name} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+    def template(self, release: str, chart: Path, *args: str, cwd: Path | None = None, check: bool = True):
+        pinned = ["--kube-version", KUBE_VERSION]
+        for api in API_VERSIONS:
+            pinned += ["--api-versions", api]
+        return self.run("template", release, str(chart), *pinned, *args, cwd=cwd, check=check)
+
+
+@pytest.fixture(scope="session")
+def helm_home(tmp_path_factory) -> dict[str, str]:
+    return helm_env(tmp_path_factory.mktemp("helm-home"))
+
+
+@pytest.fixture(scope="session", params=sorted(HELMS))
+def helm(request, helm_home) -> Helm:
+    binary = HELMS[request.param]
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `make setup` (scripts/setup.sh fetches Helm 3 and 4)")
+    return Helm(request.param, binary, helm_home)
+
+
+@pytest.fixture(scope="session")
+def helm3(helm_home) -> Helm:
+    return Helm("helm3", HELMS["helm3"], helm_home)
+
+
+@pytest.fixture(scope="session")
+def helm4(helm_home) -> Helm:
+    return Helm("helm4", HELMS["helm4"], helm_home)
