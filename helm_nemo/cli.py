@@ -1,18 +1,45 @@
-"""`helm-nemo` / `helm nemo`: a thin click layer over the library."""
+"""`helm-nemo` / `helm nemo`: a thin click layer over the library.
+
+Heavy imports (jinja2, jsonschema, ruamel) happen inside the commands that need them, so start-up
+stays fast. User errors print one screen and exit 2; tracebacks only with --debug / HELM_DEBUG=true.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from . import __version__
 
+PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+
+
+def _debug() -> bool:
+    return os.environ.get("HELM_DEBUG", "").lower() == "true" or os.environ.get("HELM_NEMO_DEBUG") == "1"
+
+
+def _fail(err: Exception) -> None:
+    from .user_errors import EXIT_USER_ERROR, UserError
+
+    if _debug():
+        raise err
+    if isinstance(err, UserError):
+        click.echo(err.format(), err=True)
+        click.echo("Nothing was sent to helm.", err=True)
+        sys.exit(EXIT_USER_ERROR)
+    click.echo(f"helm nemo: {err}", err=True)
+    sys.exit(1)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="helm-nemo")
-def main() -> None:
+@click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks.")
+def main(debug: bool) -> None:
     """Generate, validate, install and publish NeMo training charts."""
+    if debug:
+        os.environ["HELM_NEMO_DEBUG"] = "1"
 
 
 @main.command()
@@ -38,3 +65,110 @@ def generate(check: bool) -> None:
 def version() -> None:
     """Print the helm-nemo version."""
     click.echo(__version__)
+
+
+def _release_options(func):
+    func = click.option("-f", "--values", "values_file", required=True, type=click.Path(dir_okay=False),
+                        help="Values or recipe file.")(func)
+    func = click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")(func)
+    func = click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")(func)
+    func = click.option("-n", "--namespace", default=None, help="Namespace (helm passes it as HELM_NAMESPACE).")(func)
+    func = click.argument("release", required=False)(func)
+    return func
+
+
+def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None):
+    from .release_plan import build_plans
+
+    plans = build_plans(values_file, release=release, chart=chart, version=chart_version)
+    if chart_version:
+        for plan in plans:
+            plan.chart_version = chart_version
+    return plans
+
+
+def _extra(ctx: click.Context, namespace: str | None) -> list[str]:
+    extra = list(ctx.args)
+    if namespace:
+        extra = ["--namespace", namespace] + extra
+    return [a for a in extra if a != "--"]
+
+
+def _helm():
+    from .helm_runner import helm_binary
+
+    return helm_binary()
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.pass_context
+def template(ctx, values_file, chart, chart_version, namespace, release):
+    """Render the release(s) of a values or recipe file with helm template."""
+    from . import commands
+
+    try:
+        plans = _plans(values_file, release, chart, chart_version)
+        sys.exit(commands.template(plans, _helm(), _extra(ctx, namespace)))
+    except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+        _fail(err)
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.pass_context
+def install(ctx, values_file, chart, chart_version, namespace, release):
+    """Install the release(s) of a values or recipe file, in order."""
+    from . import commands
+
+    try:
+        plans = _plans(values_file, release, chart, chart_version)
+        sys.exit(commands.install(plans, _helm(), _extra(ctx, namespace)))
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")
+@click.pass_context
+def upgrade(ctx, values_file, chart, chart_version, namespace, release, install_missing):
+    """Upgrade the release(s) of a values or recipe file, in order."""
+    from . import commands
+
+    try:
+        plans = _plans(values_file, release, chart, chart_version)
+        sys.exit(commands.install(plans, _helm(), _extra(ctx, namespace), upgrade=True, install_missing=install_missing))
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.pass_context
+def uninstall(ctx, values_file, chart, chart_version, namespace, release):
+    """Uninstall the release(s) of a values or recipe file, in reverse order."""
+    from . import commands
+
+    try:
+        plans = _plans(values_file, release, chart, chart_version)
+        sys.exit(commands.uninstall(plans, _helm(), _extra(ctx, namespace)))
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+
+
+@main.command()
+@click.option("-f", "--values", "values_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--chart", default=None)
+@click.argument("release", required=False)
+def validate(values_file, chart, release):
+    """Check a values or recipe file (substitution, files, schema) without calling helm."""
+    try:
+        plans = _plans(values_file, release, chart, None)
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+        return
+    for plan in plans:
+        for warning in plan.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        click.echo(f"ok: {plan.release} -> {plan.chart}")

@@ -1,0 +1,100 @@
+"""Run release plans through the real helm: template, install, upgrade, uninstall.
+
+Every helm call gets the plan's values as a JSON file (never re-dumped YAML), and the user's extra
+flags, translated to the running helm's major version. A recipe runs its releases in order and stops
+at the first failure, saying what is installed; uninstall goes in reverse.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, TextIO
+
+from .helm_runner import HelmBinary, translate_flags
+from .release_plan import ReleasePlan, chart_schema, helm_values_json
+
+Echo = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def stamp_job_time(plan: ReleasePlan, now: datetime | None = None) -> None:
+    """Install time as workload.jobTimestamp, when the chart has that value and the user set none."""
+    local = plan.local_chart
+    schema = chart_schema(local) if local else None
+    workload = ((schema or {}).get("properties", {}).get("workload") or {}).get("properties", {})
+    if "jobTimestamp" in workload and not (plan.values.get("workload") or {}).get("jobTimestamp"):
+        now = now or datetime.now(timezone.utc)
+        plan.values.setdefault("workload", {})["jobTimestamp"] = now.strftime("%Y-%m-%d-%H-%M-%S")
+
+
+def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file: str, extra: list[str]) -> list[str]:
+    args = [helm.path, *verb, plan.release, plan.chart, "-f", values_file]
+    if plan.chart_version:
+        args += ["--version", plan.chart_version]
+    return args + translate_flags(extra, helm.major)
+
+
+def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix=f"nemo-{plan.release}-", delete=False) as fh:
+        fh.write(helm_values_json(plan))
+        values_file = fh.name
+    try:
+        return subprocess.run(_helm_args(helm, verb, plan, values_file, extra), capture_output=capture, text=True, check=False)
+    finally:
+        os.unlink(values_file)
+
+
+def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
+             echo: Echo = _stderr) -> int:
+    for plan in plans:
+        for warning in plan.warnings:
+            echo(f"warning: {warning}")
+        proc = _run(helm, ["template"], plan, extra, capture=True)
+        if proc.returncode != 0:
+            echo(proc.stderr.rstrip())
+            echo(f"helm nemo: rendering release {plan.release} failed")
+            return proc.returncode or 1
+        out.write(proc.stdout)
+    return 0
+
+
+def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upgrade: bool = False,
+            install_missing: bool = False, echo: Echo = _stderr, now: datetime | None = None) -> int:
+    verb = ["upgrade", "--install"] if (upgrade and install_missing) else (["upgrade"] if upgrade else ["install"])
+    done: list[str] = []
+    for index, plan in enumerate(plans, start=1):
+        for warning in plan.warnings:
+            echo(f"warning: {warning}")
+        stamp_job_time(plan, now)
+        echo(f"[{index}/{len(plans)}] {verb[0]} {plan.release} ({plan.chart})")
+        proc = _run(helm, verb, plan, extra, capture=False)
+        if proc.returncode != 0:
+            installed = ", ".join(done) if done else "none"
+            echo(f"helm nemo: {verb[0]} of {plan.release} failed (helm exit {proc.returncode}); "
+                 f"stopped. Installed by this run: {installed}.")
+            if done:
+                echo("  to remove them: helm nemo uninstall --values " + str(plan.source))
+            return proc.returncode or 1
+        done.append(plan.release)
+    return 0
+
+
+def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:
+    failed = []
+    for index, plan in enumerate(reversed(plans), start=1):
+        echo(f"[{index}/{len(plans)}] uninstall {plan.release}")
+        proc = subprocess.run([helm.path, "uninstall", plan.release, *translate_flags(extra, helm.major)], check=False)
+        if proc.returncode != 0:
+            failed.append(plan.release)
+    if failed:
+        echo(f"helm nemo: could not uninstall: {', '.join(failed)}")
+        return 1
+    return 0

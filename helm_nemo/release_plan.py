@@ -1,0 +1,251 @@
+"""A values or recipe file -> the releases to run, each with its chart and final values.
+
+One-way flow, each step a plain function: load (with positions) -> substitute ${VARS} -> read
+referenced files -> validate against the chart's schema -> hand to helm as JSON. A plain values file
+is a one-release recipe; a recipe file lists several releases, installed in order.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import paths
+
+# Keys of a recipe file (a file with `releases:`) and of each of its releases.
+RECIPE_KEYS = {"recipe", "description", "releases"}
+RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version"}
+
+
+@dataclass
+class ReleasePlan:
+    """One helm release: which chart, which name, which values (ready for helm)."""
+
+    release: str
+    chart_kind: str
+    accelerator: str | None
+    chart: str  # local chart folder or oci:// reference
+    chart_version: str | None
+    values: dict[str, Any]
+    source: Path
+    json_prefix: tuple  # where this release's values sit in the source file
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def local_chart(self) -> Path | None:
+        return None if self.chart.startswith("oci://") else Path(self.chart)
+
+
+def per_accelerator_kinds() -> set[str]:
+    from .generator import load_chart_specs
+
+    return {spec.kind for spec in load_chart_specs() if spec.per_accelerator}
+
+
+def local_chart_path(kind: str, accelerator: str | None) -> Path:
+    charts = paths.charts_dir()
+    return charts / accelerator / kind if accelerator else charts / kind
+
+
+def _problem(loaded, where: tuple, message: str, expected: str | None = None, hint: str | None = None):
+    from .user_errors import Problem
+
+    line, column = loaded.position(where)
+    return Problem(
+        file=str(loaded.path), line=line, column=column, json_path=json_path(where),
+        message=message, expected=expected, hint=hint,
+    )
+
+
+def json_path(parts: tuple) -> str:
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    node = data
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, base: Path) -> list:
+    """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number)."""
+    problems = []
+    refs = values.get("files") or {}
+    for key, rel in refs.items():
+        target = (base / rel) if not os.path.isabs(rel) else Path(rel)
+        where = prefix + ("files", key)
+        try:
+            text = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            problems.append(_problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
+                                     hint="paths are relative to the values file"))
+            continue
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(_problem(loaded, where, f"cannot read {rel!r}: {err}"))
+            continue
+        _set_dotted(values, key, text)
+    return problems
+
+
+def chart_schema(chart: Path) -> dict[str, Any] | None:
+    schema_file = chart / "values.schema.json"
+    return json.loads(schema_file.read_text()) if schema_file.exists() else None
+
+
+def chart_defaults(chart: Path) -> dict[str, Any]:
+    from ruamel.yaml import YAML
+
+    return YAML(typ="safe", pure=True).load((chart / "values.yaml").read_text()) or {}
+
+
+def merge_values(defaults: Any, override: Any) -> Any:
+    """Helm's coalescing: maps merge deeply, everything else replaces, null deletes a default."""
+    if isinstance(defaults, dict) and isinstance(override, dict):
+        out = dict(defaults)
+        for key, value in override.items():
+            if value is None:
+                out.pop(key, None)
+            elif key in out:
+                out[key] = merge_values(out[key], value)
+            else:
+                out[key] = value
+        return out
+    return copy.deepcopy(override)
+
+
+def legacy_keys(schema: dict[str, Any], values: Any, path: tuple = ()) -> list[tuple]:
+    """Paths of keys the schema marks as legacy gpu-recipes keys (accepted, ignored, worth a warning)."""
+    found = []
+    if not isinstance(values, dict):
+        return found
+    node = _resolve(schema, schema)
+    props = node.get("properties", {}) if isinstance(node, dict) else {}
+    for key, value in values.items():
+        sub = _resolve(schema, props.get(key, {}))
+        if sub.get("x-helm-nemo-legacy"):
+            found.append(path + (key,))
+        elif isinstance(value, dict):
+            found += [p for p in legacy_keys({**schema, **sub, "definitions": schema.get("definitions", {})}, value, path + (key,))]
+    return found
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if isinstance(ref, str) and ref.startswith("#/definitions/"):
+        return {**schema["definitions"][ref.split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str | None):
+    """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys."""
+    from .user_errors import UserError
+
+    kind = data.get("chart")
+    accelerator = data.get("accelerator")
+    if chart_override:
+        if chart_override.startswith("oci://") or os.sep in chart_override or Path(chart_override).is_dir():
+            return chart_override, kind, accelerator
+        kind = chart_override  # a chart kind name
+    if not kind:
+        raise UserError(_problem(loaded, where, "which chart? the values name no `chart`",
+                                 expected="chart: jobset (or nemo-training, supervisor, gcs-fuse) and accelerator: <id>",
+                                 hint="or pass --chart PATH|oci://…|KIND"))
+    if kind in per_accelerator_kinds() and not accelerator:
+        raise UserError(_problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
+                                 expected="accelerator: " + " | ".join(sorted(p.name for p in paths.charts_dir().iterdir() if (p / kind).is_dir())),
+                                 hint="add `accelerator:` to the values file"))
+    path = local_chart_path(kind, accelerator if kind in per_accelerator_kinds() else None)
+    if not path.is_dir():
+        raise UserError(_problem(loaded, where + (("accelerator",) if accelerator else ("chart",)),
+                                 f"no chart {kind!r}" + (f" for accelerator {accelerator!r}" if accelerator else ""),
+                                 hint=f"charts live in {paths.charts_dir()}"))
+    return str(path), kind, accelerator
+
+
+def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
+              version: str | None, base: Path) -> tuple[ReleasePlan, list]:
+    from .user_errors import UserError
+
+    problems = read_file_refs(loaded, data, prefix, base)
+    chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override)
+    name = release or data.get("release")
+    if not name:
+        raise UserError(_problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
+                                 hint="or give it on the command line: helm nemo install NAME --values …"))
+    plan = ReleasePlan(release=name, chart_kind=kind or "", accelerator=accelerator, chart=chart,
+                       chart_version=version, values=data, source=loaded.path, json_prefix=prefix)
+    local = plan.local_chart
+    schema = chart_schema(local) if local else None
+    if schema is not None:
+        from .values_validation import validate
+
+        merged = merge_values(chart_defaults(local), data)
+        problems += validate(merged, schema, filename=str(loaded.path), positions=loaded.position, prefix=prefix)
+        for legacy in legacy_keys(schema, data):
+            line, _ = loaded.position(prefix + legacy)
+            plan.warnings.append(f"{loaded.path}:{line}: {json_path(legacy)} is a gpu-recipes key no template reads; "
+                                 "it is ignored (remove it)")
+    return plan, problems
+
+
+def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, release: str | None = None,
+                chart: str | None = None, version: str | None = None) -> list[ReleasePlan]:
+    """Load, substitute, read files and validate; raise UserError with every problem, or return the plans."""
+    from .substitution import substitute
+    from .user_errors import UserError, raise_if_problems
+    from .values_file import load_values
+
+    loaded = load_values(path)
+    env = os.environ if env is None else env
+    data = substitute(loaded, env).data
+    base = loaded.path.parent
+    if "releases" not in data:
+        plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version, base=base)
+        raise_if_problems(problems, title=f"{loaded.path}: values do not fit chart {plan.chart}:")
+        return [plan]
+    unknown = sorted(set(data) - RECIPE_KEYS)
+    if unknown:
+        raise UserError(_problem(loaded, (unknown[0],), f"unknown recipe key {unknown[0]!r}",
+                                 expected=", ".join(sorted(RECIPE_KEYS))))
+    releases = data.get("releases") or []
+    if not isinstance(releases, list) or not releases:
+        raise UserError(_problem(loaded, ("releases",), "`releases` must be a non-empty list"))
+    plans, problems, seen = [], [], {}
+    for index, item in enumerate(releases):
+        where = ("releases", index)
+        if not isinstance(item, dict):
+            problems.append(_problem(loaded, where, "each release is a mapping"))
+            continue
+        for key in sorted(set(item) - RELEASE_KEYS):
+            problems.append(_problem(loaded, where + (key,), f"unknown release key {key!r}",
+                                     expected=", ".join(sorted(RELEASE_KEYS))))
+        values = dict(item.get("values") or {})
+        for key in ("chart", "accelerator", "release"):
+            if item.get(key) is not None:
+                values.setdefault(key, item[key])
+        if release and len(releases) > 1:
+            raise UserError(_problem(loaded, ("releases",), "a release name on the command line fits a one-release file only"))
+        plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
+                                version=item.get("version"), base=base)
+        if plan.release in seen:
+            found.append(_problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
+        seen[plan.release] = index
+        plans.append(plan)
+        problems += found
+    raise_if_problems(problems, title=f"{loaded.path}: {len(problems)} problem(s):")
+    return plans
+
+
+def helm_values_json(plan: ReleasePlan) -> str:
+    """What helm gets: the user's values (not merged with defaults: helm does that), as JSON."""
+    values = {k: v for k, v in plan.values.items() if k != "files"}
+    return json.dumps(values, ensure_ascii=False, sort_keys=False)
