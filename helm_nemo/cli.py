@@ -172,3 +172,22 @@ def validate(values_file, chart, release):
         for warning in plan.warnings:
             click.echo(f"warning: {warning}", err=True)
         click.echo(f"ok: {plan.release} -> {plan.chart}")
+
+
+@main.command()
+@click.argument("manifest", type=click.File("r"), default="-")
+def summary(manifest):
+    """Print a one-line-per-object summary of rendered manifests (file or stdin)."""
+    from ruamel.yaml import YAML
+
+    docs = [d for d in YAML(typ="safe", pure=True).load_all(manifest.read()) if isinstance(d, dict)]
+    for doc in docs:
+        meta = doc.get("metadata") or {}
+        line = f"{doc.get('kind')}/{meta.get('name')} (namespace {meta.get('namespace', '-')})"
+        if doc.get("kind") == "JobSet":
+            job = doc["spec"]["replicatedJobs"][0]["template"]["spec"]
+            pod = job["template"]["spec"]
+            gpus = sum(int((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod["containers"])
+            line += f": {job['parallelism']} pods x {gpus} GPUs, queue {doc['metadata'].get('labels', {}).get('kueue.x-k8s.io/queue-name', '-')}"
+        click.echo(line)
+    click.echo(f"{len(docs)} object(s)")

@@ -1,0 +1,63 @@
+"""Golden manifests: every example under values/examples/ through the whole plugin pipeline
+(load -> substitute -> files -> validate -> helm template), on Helm 3.17.2 and 4.1.4.
+
+The two helm versions must render identical bytes, and the output must equal the reviewed snapshot in
+tests/golden/examples/. To accept a change: `UPDATE_GOLDEN=1 make test`, review `git diff tests/golden`,
+and say why in the commit message.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import API_VERSIONS, KUBE_VERSION
+from helm_nemo import commands
+from helm_nemo.helm_runner import helm_binary
+from helm_nemo.release_plan import build_plans
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "values" / "examples").glob("*.yaml"))
+GOLDEN = ROOT / "tests" / "golden" / "examples"
+# Stand-ins for the project-specific names the examples take from the environment.
+ENV = {
+    "GCS_BUCKET": "test-bucket",
+    "KUEUE_NAME": "test-queue",
+    "PROJECT_ID": "test-project",
+    "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
+}
+PINNED = ["--kube-version", KUBE_VERSION] + [x for api in API_VERSIONS for x in ("--api-versions", api)]
+
+
+def render(example: Path, helm_path: Path) -> str:
+    plans = build_plans(example, ENV)
+    out = io.StringIO()
+    messages: list[str] = []
+    rc = commands.template(plans, helm_binary(str(helm_path)), PINNED + ["--namespace", "ml-team"], out=out,
+                           echo=messages.append)
+    assert rc == 0, "\n".join(messages)
+    return out.getvalue()
+
+
+def test_every_accelerator_has_an_example():
+    from helm_nemo.profiles import load_profiles
+
+    named = {build_plans(e, ENV)[0].accelerator for e in EXAMPLES}
+    for acc, profile in load_profiles().items():
+        if profile["cloud"] == "gke":
+            assert acc in named, f"no example for {acc}"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_example_golden(example, helm3, helm4):
+    rendered = render(example, helm3.binary)
+    assert rendered == render(example, helm4.binary), "Helm 3 and Helm 4 render differently"
+    golden = GOLDEN / f"{example.stem}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+    assert golden.exists(), f"no snapshot {golden}: run with UPDATE_GOLDEN=1 and review it"
+    assert rendered == golden.read_text(), f"{example.name} renders differently from {golden} (UPDATE_GOLDEN=1 to accept)"
