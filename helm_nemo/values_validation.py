@@ -59,7 +59,8 @@ def validate(data: Any, schema: dict[str, Any], *, filename: str | None, positio
             for key in extra or [None]:
                 at = where + ((key,) if key else ())
                 close = difflib.get_close_matches(key or "", allowed, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"allowed keys here: {', '.join(allowed)}"
+                shown = ", ".join(allowed[:12]) + (", …" if len(allowed) > 12 else "")
+                hint = f"did you mean {close[0]!r}?" if close else f"allowed keys here: {shown}"
                 line, col = positions(prefix + at)
                 problems.append(Problem(filename, line, col, _json_path(at), f"unknown key {key!r}", None, hint))
             continue
