@@ -66,7 +66,17 @@ def _jinja_env(generator_dir: Path):
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
     env.filters["tojson"] = lambda value: json.dumps(value, sort_keys=True, ensure_ascii=False)
     env.filters["toyaml"] = to_yaml
+    env.filters["shquote"] = shell_quote
     return env
+
+
+def shell_quote(value: str) -> str:
+    """A shell word: bare when it is plainly safe (a path, a name), else double-quoted."""
+    import re
+
+    if re.fullmatch(r"[A-Za-z0-9_./:=@+-]+", value):
+        return value
+    return json.dumps(value)
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:

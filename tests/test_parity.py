@@ -1,0 +1,179 @@
+"""Parity with the gpu-recipes charts: same command line, semantically the same objects.
+
+Each case of tests/parity/cases.yaml is rendered with its fixture's command.txt (CHART replaced by
+our chart) on Helm 3 and Helm 4, and compared with the anchor's normalised render. Every difference
+must be explained by an entry of tests/parity/allowed-differences.yaml that names the case, and every
+entry must explain something in each case it names (so stale entries fail too). Each entry id is
+documented in docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from helm_nemo.manifests import Difference, parse_manifests, semantic_diff
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "parity"
+PARITY = ROOT / "tests" / "parity"
+_yaml = YAML(typ="safe", pure=True)
+CASES = _yaml.load((PARITY / "cases.yaml").read_text()) or {}
+ALLOWED = _yaml.load((PARITY / "allowed-differences.yaml").read_text()) or []
+
+
+def render(helm, case: str, chart: str) -> str:
+    case_dir = FIXTURES / case
+    args = [line.strip() for line in (case_dir / "command.txt").read_text().splitlines() if line.strip()]
+    args = [str(ROOT / chart) if a == "CHART" else a for a in args]
+    return helm.run("template", *args, cwd=case_dir).stdout
+
+
+def rename_derived_volumes(docs: list[dict]) -> list[dict]:
+    """Our charts name volumes gcs-<i>-<bucket> / pvc-<i>-<claim> (valid, unique DNS labels); the
+    anchors use the bucket or claim name itself. Map ours back so the volumes' content is compared."""
+    for doc in docs:
+        for pod in _pod_specs(doc):
+            renames = {}
+            for volume in pod.get("volumes") or []:
+                if volume["name"].startswith("gcs-") and "csi" in volume:
+                    renames[volume["name"]] = volume["csi"]["volumeAttributes"]["bucketName"]
+                elif volume["name"].startswith("pvc-") and "persistentVolumeClaim" in volume:
+                    renames[volume["name"]] = volume["persistentVolumeClaim"]["claimName"]
+            for volume in pod.get("volumes") or []:
+                volume["name"] = renames.get(volume["name"], volume["name"])
+            for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
+                for mount in container.get("volumeMounts") or []:
+                    mount["name"] = renames.get(mount["name"], mount["name"])
+    return docs
+
+
+def _pod_specs(doc: dict):
+    spec = doc.get("spec") or {}
+    for rjob in spec.get("replicatedJobs") or []:
+        yield rjob["template"]["spec"]["template"]["spec"]
+    if doc.get("kind") in ("Job", "Deployment", "DaemonSet"):
+        yield spec["template"]["spec"]
+
+
+def entry_applies(entry: dict, case: str) -> bool:
+    return any(fnmatch.fnmatch(case, pattern) for pattern in entry["cases"])
+
+
+def entry_explains(entry: dict, diff: Difference) -> bool:
+    if entry["change"] not in ("any", diff.change):
+        return False
+    if not re.search(entry["path"], diff.path):
+        return False
+    if "value" in entry:
+        value = diff.actual if diff.change == "added" else diff.expected
+        return isinstance(value, str) and re.search(entry["value"], value) is not None
+    return True
+
+
+def explain(diffs: list[Difference], entries: list[dict], case: str) -> tuple[list[Difference], list[str]]:
+    """(differences no entry explains, ids of entries for this case that explain nothing)."""
+    applicable = [e for e in entries if entry_applies(e, case)]
+    used: set[str] = set()
+    unexplained = []
+    for diff in diffs:
+        matching = [e["id"] for e in applicable if entry_explains(e, diff)]
+        if matching:
+            used.update(matching)
+        else:
+            unexplained.append(diff)
+    return unexplained, [e["id"] for e in applicable if e["id"] not in used]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_parity(helm, case):
+    ours = rename_derived_volumes(parse_manifests(render(helm, case, CASES[case])))
+    anchor = parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text())
+    unexplained, unused = explain(semantic_diff(anchor, ours), ALLOWED, case)
+    report = [f"  {d}" for d in unexplained] + [f"  unused allowed entry: {i}" for i in unused]
+    assert not report, f"{case} ({helm.name}) differs from the anchor:\n" + "\n".join(report)
+
+
+def test_every_case_chart_exists():
+    for case, chart in CASES.items():
+        assert (FIXTURES / case / "command.txt").is_file(), case
+        assert (ROOT / chart / "Chart.yaml").is_file(), chart
+
+
+def test_allowed_entries_are_well_formed_and_documented():
+    doc = (ROOT / "docs" / "compatibility.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", doc, re.M))
+    ids = [e["id"] for e in ALLOWED]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    for entry in ALLOWED:
+        assert set(entry) <= {"id", "cases", "path", "change", "value", "reason"}, entry["id"]
+        assert entry["change"] in ("added", "removed", "changed", "any"), entry["id"]
+        assert entry.get("reason"), entry["id"]
+        re.compile(entry["path"])
+    assert set(ids) <= documented, f"not in docs/compatibility.md: {sorted(set(ids) - documented)}"
+    assert documented <= set(ids) | NORMALISATIONS, f"documented but unknown: {sorted(documented - set(ids) - NORMALISATIONS)}"
+
+
+NORMALISATIONS = {"volume-names-derived"}  # handled by rename_derived_volumes, documented in the same table
+
+
+# --- the comparison machinery itself ---------------------------------------------------------------
+
+ANCHOR = FIXTURES / "a3ultra-jobset-llama31-405b" / "default" / "anchor-normalized.yaml"
+
+
+def _anchor() -> list[dict]:
+    return parse_manifests(ANCHOR.read_text())
+
+
+def _env(docs):
+    js = next(d for d in docs if d["kind"] == "JobSet")
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+
+
+def test_diff_of_anchor_with_itself_is_empty():
+    assert semantic_diff(_anchor(), _anchor()) == []
+
+
+def test_reordered_env_and_null_vs_absent_are_equal():
+    ours = _anchor()
+    _env(ours).reverse()
+    next(d for d in ours if d["kind"] == "JobSet")["metadata"]["annotations"] = None
+    assert semantic_diff(_anchor(), ours) == []
+
+
+def test_changed_env_value_is_one_difference_with_a_readable_path():
+    ours = _anchor()
+    next(e for e in _env(ours) if e["name"] == "NCCL_DEBUG")["value"] = "WARN"
+    (diff,) = semantic_diff(_anchor(), ours)
+    assert diff.path == (
+        "JobSet/parity .spec.replicatedJobs[workload].template.spec.template.spec.containers[workload]"
+        ".env[NCCL_DEBUG].value"
+    )
+    assert (diff.change, diff.expected, diff.actual) == ("changed", "VERSION", "WARN")
+
+
+def test_extra_object_and_script_line_are_reported():
+    ours = _anchor() + [{"kind": "Service", "metadata": {"name": "parity"}}]
+    js = next(d for d in ours if d["kind"] == "JobSet")
+    container = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"][2] = container["command"][2].replace("sleep 10", "sleep 20")
+    diffs = semantic_diff(_anchor(), ours)
+    assert Difference("Service/parity", "added", actual={"kind": "Service", "metadata": {"name": "parity"}}) in diffs
+    changes = {(d.change, d.expected or d.actual) for d in diffs if d.path.endswith("command[2]")}
+    assert changes == {("removed", "sleep 10"), ("added", "sleep 20")}
+
+
+def test_explain_covers_and_reports_unused():
+    diffs = [Difference("JobSet/parity .metadata.labels.x", "added", actual="1")]
+    entries = [
+        {"id": "labels", "cases": ["a*"], "path": r"\.metadata\.labels", "change": "added", "reason": "r"},
+        {"id": "stale", "cases": ["a*"], "path": r"\.spec\.nothing", "change": "removed", "reason": "r"},
+        {"id": "elsewhere", "cases": ["b*"], "path": r"\.spec", "change": "any", "reason": "r"},
+    ]
+    assert explain(diffs, entries, "a-case") == ([], ["stale"])
+    assert explain(diffs, entries[1:], "a-case") == (diffs, ["stale"])
