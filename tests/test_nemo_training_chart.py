@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "nemo-training"
-PARITY = Path(os.environ.get("HELM_NEMO_PARITY", ROOT.parent / "shared" / "parity"))
+PARITY = ROOT / "tests" / "fixtures" / "parity"
 GKE = ["a3high", "a3mega", "a3ultra", "a4", "a4x"]
 GPUS_PER_NODE = {"a3high": 8, "a3mega": 8, "a3ultra": 8, "a4": 8, "a4x": 4}
 PLACEHOLDERS = {
