@@ -63,6 +63,9 @@ def translate_flags(args: list[str], major: int) -> list[str]:
     """Rewrite flags spelled for the other major version, so one command line works on both."""
     out = []
     for arg in args:
+        if arg == "--dry-run" and major >= 4:
+            out.append("--dry-run=client")  # Helm 4 deprecates the bare form
+            continue
         name, eq, value = arg.partition("=")
         for v3, v4 in RENAMED_FLAGS:
             if major >= 4 and name == v3:

@@ -205,3 +205,12 @@ def test_recipe_file_plans_releases_in_order(tmp_path):
 def test_no_chart_named_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="which chart"):
         build_plans(write(tmp_path, "release: r\nworkload:\n  gpus: 8\n"), {})
+
+
+def test_helm_flag_spellings_follow_the_running_major():
+    from helm_nemo.helm_runner import translate_flags
+
+    args = ["--atomic", "--force", "--dry-run", "--timeout=5m", "--rollback-on-failure"]
+    assert translate_flags(args, 4) == ["--rollback-on-failure", "--force-replace", "--dry-run=client", "--timeout=5m",
+                                        "--rollback-on-failure"]
+    assert translate_flags(args, 3) == ["--atomic", "--force", "--dry-run", "--timeout=5m", "--atomic"]
