@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
-from .profiles import load_profiles, profile_digest, read_yaml
+from .profiles import load_profiles, read_yaml
 from .schema_bundle import bundle
 from .values_docs import values_table
 
@@ -145,7 +145,6 @@ def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, A
     schema = chart_schema(spec, profile)
     context = {
         "profile": profile or {},
-        "profile_digest": profile_digest(profile) if profile else "",
         "chart": {
             "name": _chart_name(spec, profile),
             "kind": spec.kind,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -71,9 +70,3 @@ def load_profiles(directory: Path | None = None) -> dict[str, dict[str, Any]]:
     directory = directory or paths.accelerators_dir()
     profiles = [load_profile(p) for p in sorted(directory.glob("*.yaml"))]
     return {p["id"]: p for p in sorted(profiles, key=lambda p: p["id"])}
-
-
-def profile_digest(profile: dict[str, Any]) -> str:
-    """Short content digest, written into each chart so a profile change is visible in Chart.yaml."""
-    canonical = json.dumps(profile, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
