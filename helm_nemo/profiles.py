@@ -38,7 +38,7 @@ def load_profile(path: Path) -> dict[str, Any]:
 _OPTIONAL = {
     "computeDomain": False,
     "fabric": None,
-    "resourceRequests": {},
+    "extraResources": {},
     "gcsfuseSidecarLimits": None,
     "kueueQueueHint": None,
 }

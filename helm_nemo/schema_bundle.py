@@ -15,6 +15,22 @@ from typing import Any
 from . import paths
 
 
+# A property the profile may lack: "csi:<driver>" (in profile.csiDrivers) or a profile field that must be set.
+REQUIRES = "x-helm-nemo-requires"
+
+
+def _available(node: Any, profile: dict[str, Any] | None) -> bool:
+    need = node.get(REQUIRES) if isinstance(node, dict) else None
+    if need is None or profile is None:
+        return True
+    if need.startswith("csi:"):
+        return need[4:] in (profile.get("csiDrivers") or [])
+    try:
+        return bool(_profile_value(profile, need))
+    except (KeyError, TypeError):
+        return False
+
+
 def _profile_value(profile: dict[str, Any], dotted: str) -> Any:
     value: Any = profile
     for part in dotted.split("."):
@@ -55,10 +71,17 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
                 if profile is None:
                     raise ValueError(f"{schema_file}: $profile marker in a schema bundled without a profile")
                 return _profile_value(profile, node["$profile"])
-            return {
-                key: rewrite_ref(value, current_file) if key == "$ref" and isinstance(value, str) else walk(value, current_file)
-                for key, value in node.items()
-            }
+            out = {}
+            for key, value in node.items():
+                if key == REQUIRES:
+                    continue
+                if key == "$ref" and isinstance(value, str):
+                    out[key] = rewrite_ref(value, current_file)
+                elif key == "properties" and isinstance(value, dict):
+                    out[key] = {k: walk(v, current_file) for k, v in value.items() if _available(v, profile)}
+                else:
+                    out[key] = walk(value, current_file)
+            return out
         if isinstance(node, list):
             return [walk(item, current_file) for item in node]
         return node
