@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TextIO
 
-from .helm_runner import HelmBinary, translate_flags
+from .helm_runner import HelmBinary, needs_translation, translate_flags
 from .release_plan import ReleasePlan, chart_schema, helm_values_json
 
 Echo = Callable[[str], None]
@@ -39,7 +39,7 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
     args = [helm.path, *verb, plan.release, plan.chart, "-f", values_file]
     if plan.chart_version:
         args += ["--version", plan.chart_version]
-    return args + translate_flags(extra, helm.major)
+    return args + (translate_flags(extra, helm.major) if needs_translation(extra) else list(extra))
 
 
 def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
@@ -91,7 +91,8 @@ def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo
     failed = []
     for index, plan in enumerate(reversed(plans), start=1):
         echo(f"[{index}/{len(plans)}] uninstall {plan.release}")
-        proc = subprocess.run([helm.path, "uninstall", plan.release, *translate_flags(extra, helm.major)], check=False)
+        flags = translate_flags(extra, helm.major) if needs_translation(extra) else list(extra)
+        proc = subprocess.run([helm.path, "uninstall", plan.release, *flags], check=False)
         if proc.returncode != 0:
             failed.append(plan.release)
     if failed:

@@ -19,7 +19,11 @@ class HelmNotFound(Exception):
 @dataclass(frozen=True)
 class HelmBinary:
     path: str
-    version: str  # e.g. "v3.17.2"
+
+    @property
+    def version(self) -> str:
+        """e.g. "v3.17.2"; asked from the binary once, and only when a flag's spelling depends on it."""
+        return _version_of(self.path)
 
     @property
     def major(self) -> int:
@@ -55,8 +59,12 @@ def _version_of(path: str) -> str:
 
 
 def helm_binary(path: str | None = None) -> HelmBinary:
-    path = path or locate_helm()
-    return HelmBinary(path=path, version=_version_of(path))
+    return HelmBinary(path=path or locate_helm())
+
+
+def needs_translation(args: list[str]) -> bool:
+    names = {a.partition("=")[0] for a in args}
+    return "--dry-run" in args or any(v3 in names or v4 in names for v3, v4 in RENAMED_FLAGS)
 
 
 def translate_flags(args: list[str], major: int) -> list[str]:

@@ -40,12 +40,6 @@ class ReleasePlan:
         return None if self.chart.startswith("oci://") else Path(self.chart)
 
 
-def per_accelerator_kinds() -> set[str]:
-    from .generator import load_chart_specs
-
-    return {spec.kind for spec in load_chart_specs() if spec.per_accelerator}
-
-
 def local_chart_path(kind: str, accelerator: str | None) -> Path:
     charts = paths.charts_dir()
     return charts / accelerator / kind if accelerator else charts / kind
@@ -102,9 +96,10 @@ def chart_schema(chart: Path) -> dict[str, Any] | None:
 
 
 def chart_defaults(chart: Path) -> dict[str, Any]:
-    from ruamel.yaml import YAML
+    import yaml
 
-    return YAML(typ="safe", pure=True).load((chart / "values.yaml").read_text()) or {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((chart / "values.yaml").read_text(), Loader=loader) or {}
 
 
 def merge_values(defaults: Any, override: Any) -> Any:
@@ -157,17 +152,24 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         kind = chart_override  # a chart kind name
     if not kind:
         raise UserError(_problem(loaded, where, "which chart? the values name no `chart`",
-                                 expected="chart: jobset (or nemo-training, supervisor, gcs-fuse) and accelerator: <id>",
+                                 expected="chart: jobset (or nemo-training, supervisor, gcs-fuse, fsx-lustre) and accelerator: <id>",
                                  hint="or pass --chart PATH|oci://…|KIND"))
-    if kind in per_accelerator_kinds() and not accelerator:
-        raise UserError(_problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
-                                 expected="accelerator: " + " | ".join(sorted(p.name for p in paths.charts_dir().iterdir() if (p / kind).is_dir())),
-                                 hint="add `accelerator:` to the values file"))
-    path = local_chart_path(kind, accelerator if kind in per_accelerator_kinds() else None)
-    if not path.is_dir():
-        raise UserError(_problem(loaded, where + (("accelerator",) if accelerator else ("chart",)),
-                                 f"no chart {kind!r}" + (f" for accelerator {accelerator!r}" if accelerator else ""),
-                                 hint=f"charts live in {paths.charts_dir()}"))
+    charts = paths.charts_dir()
+    # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
+    if (charts / kind / "Chart.yaml").is_file():
+        path = charts / kind
+    else:
+        have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
+        if not have:
+            raise UserError(_problem(loaded, where + ("chart",), f"no chart {kind!r}",
+                                     hint=f"charts live in {charts}"))
+        if not accelerator:
+            raise UserError(_problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
+                                     expected="accelerator: " + " | ".join(have), hint="add `accelerator:` to the values file"))
+        if accelerator not in have:
+            raise UserError(_problem(loaded, where + ("accelerator",), f"no {kind!r} chart for accelerator {accelerator!r}",
+                                     expected=" | ".join(have)))
+        path = charts / accelerator / kind
     return str(path), kind, accelerator
 
 

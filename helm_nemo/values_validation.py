@@ -45,11 +45,11 @@ def _expected(error) -> str | None:
 def validate(data: Any, schema: dict[str, Any], *, filename: str | None, positions: Positions,
              prefix: tuple = ()) -> list[Problem]:
     """Every schema error as a Problem pointing into the user's file (prefix: where `data` sits in it)."""
-    import jsonschema
+    from .schema_check import Validator
 
     problems = []
-    for error in jsonschema.Draft7Validator(schema).iter_errors(data):
-        where = tuple(error.absolute_path)
+    for error in Validator(schema).iter_errors(data):
+        where = tuple(error.path)
         hint = None
         message = error.message
         if error.validator == "additionalProperties":

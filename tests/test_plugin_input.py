@@ -33,9 +33,10 @@ def test_positions_of_keys_and_items(tmp_path):
     assert loaded.data == {"a": 1, "list": [{"name": "x", "value": "1.10"}, {"name": "y"}]}
 
 
-def test_types_follow_yaml_not_text(tmp_path):
-    loaded = load_values(write(tmp_path, 'q: "1.10"\nf: 1.10\nb: yes\nt: true\nn:\n'))
-    assert loaded.data == {"q": "1.10", "f": 1.1, "b": "yes", "t": True, "n": None}
+def test_types_follow_yaml_as_helm_reads_it(tmp_path):
+    # Helm reads values with YAML 1.1 scalars (`yes` is true); so does the plugin, so it validates what helm gets.
+    loaded = load_values(write(tmp_path, 'q: "1.10"\nf: 1.10\nb: yes\nt: true\nn:\nd: 2026-11-22\n'))
+    assert loaded.data == {"q": "1.10", "f": 1.1, "b": True, "t": True, "n": None, "d": "2026-11-22"}
 
 
 def test_duplicate_key_names_both_lines(tmp_path):

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""helm-nemo benchmarks: each pair measured side by side (A B A B …) after a warm-up, on this machine.
+
+Prints min/median/max per command and the median ratio per pair, writes bench/results/latest.json,
+and with --check exits 1 when a target is missed. Targets (issue 9):
+  template   `helm nemo template` / plain `helm template` of the same chart and values   <= 1.5
+  scale      rendering a 4096-node JobSet / a 2-node one                                  <= 1.1
+  generate   `helm-nemo generate` of every chart (seconds)                                 <= 1.0
+  check      `helm-nemo generate --check` with nothing changed (seconds)                   <= 0.3
+  validate   validating 1,000 rendered documents (seconds)                                 <= 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = ROOT / ".venv" / "bin"
+HELM = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
+ENV = {**os.environ, "GCS_BUCKET": "bench-bucket", "KUEUE_NAME": "bench-queue", "HELM_BIN": HELM}
+EXAMPLE = ROOT / "values/examples/a3ultra-405b.yaml"
+
+
+def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env or ENV, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{proc.stderr.decode()}")
+    return elapsed
+
+
+def alternate(a: list[str], b: list[str], rounds: int, warmup: int = 2) -> tuple[list[float], list[float]]:
+    for _ in range(warmup):
+        timed(a), timed(b)
+    ta, tb = [], []
+    for _ in range(rounds):
+        ta.append(timed(a))
+        tb.append(timed(b))
+    return ta, tb
+
+
+def stats(samples: list[float]) -> dict:
+    return {"min": min(samples), "median": statistics.median(samples), "max": max(samples), "n": len(samples)}
+
+
+def plain_helm_inputs(tmp: Path) -> list[str]:
+    """The same chart and the same final values `helm nemo` hands to helm, as a plain helm command."""
+    sys.path.insert(0, str(ROOT))
+    from helm_nemo.release_plan import build_plans, helm_values_json
+
+    (plan,) = build_plans(EXAMPLE, ENV)
+    values = tmp / "values.json"
+    values.write_text(helm_values_json(plan))
+    return [HELM, "template", plan.release, plan.chart, "-f", str(values)]
+
+
+def bench_template(rounds: int, tmp: Path) -> dict:
+    ours = [str(VENV_BIN / "helm-nemo"), "template", "--values", str(EXAMPLE)]
+    plain = plain_helm_inputs(tmp)
+    ta, tb = alternate(ours, plain, rounds)
+    return {"a": "helm nemo template", "b": "helm template", "a_stats": stats(ta), "b_stats": stats(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.5}
+
+
+def bench_scale(rounds: int) -> dict:
+    chart = str(ROOT / "charts/a3ultra/jobset")
+    base = [HELM, "template", "big", chart, "--set", "volumes.gcsMounts[0].bucketName=bench-bucket",
+            "--set", "volumes.gcsMounts[0].mountPath=/b"]
+    ta, tb = alternate(base + ["--set", "workload.gpus=32768"], base + ["--set", "workload.gpus=16"], rounds)
+    return {"a": "4096-node JobSet", "b": "2-node JobSet", "a_stats": stats(ta), "b_stats": stats(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.1}
+
+
+def bench_generate(rounds: int, tmp: Path) -> dict:
+    home = tmp / "home"
+    for folder in ("generator", "schemas", "values", "charts"):
+        shutil.copytree(ROOT / folder, home / folder)
+    env = {**ENV, "HELM_NEMO_HOME": str(home)}
+    cli = str(VENV_BIN / "helm-nemo")
+    for _ in range(2):
+        timed([cli, "generate"], env), timed([cli, "generate", "--check"], env)
+    gen, check = [], []
+    for _ in range(rounds):
+        shutil.rmtree(home / "charts")
+        gen.append(timed([cli, "generate"], env))
+        check.append(timed([cli, "generate", "--check"], env))
+    return {"generate": {"stats": stats(gen), "target": 1.0}, "check": {"stats": stats(check), "target": 0.3}}
+
+
+def bench_validate(rounds: int) -> dict | None:
+    script = ROOT / "bench" / "validate_bench.py"
+    if not script.exists():
+        return None
+    proc = subprocess.run([str(VENV_BIN / "python"), str(script), "--json"], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        result = {
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                        "helm": subprocess.run([HELM, "version", "--template", "{{.Version}}"], capture_output=True,
+                                               text=True).stdout},
+            "rounds": args.rounds,
+            "template": bench_template(args.rounds, tmp),
+            "scale": bench_scale(args.rounds),
+            **bench_generate(args.rounds, tmp),
+            "validate": bench_validate(args.rounds),
+        }
+    missed = []
+    print(f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
+          f"{args.rounds} rounds")
+    for key in ("template", "scale"):
+        r = result[key]
+        a, b = r["a_stats"], r["b_stats"]
+        ok = r["ratio"] <= r["target"]
+        missed += [] if ok else [key]
+        print(f"{key:9} {r['a']:>22}: min {a['min']*1000:6.1f} ms  median {a['median']*1000:6.1f} ms  max {a['max']*1000:6.1f} ms")
+        print(f"{'':9} {r['b']:>22}: min {b['min']*1000:6.1f} ms  median {b['median']*1000:6.1f} ms  max {b['max']*1000:6.1f} ms")
+        print(f"{'':9} {'median ratio':>22}: {r['ratio']:.2f} (target <= {r['target']}) {'ok' if ok else 'MISSED'}")
+    for key in ("generate", "check"):
+        s, target = result[key]["stats"], result[key]["target"]
+        ok = s["median"] <= target
+        missed += [] if ok else [key]
+        print(f"{key:9} {'helm-nemo ' + key:>22}: min {s['min']:.3f} s  median {s['median']:.3f} s  max {s['max']:.3f} s "
+              f"(target <= {target} s) {'ok' if ok else 'MISSED'}")
+    v = result["validate"]
+    if v is None:
+        print("validate  not available (bench/validate_bench.py missing)")
+        missed.append("validate")
+    elif "error" in v:
+        print(f"validate  failed: {v['error']}")
+        missed.append("validate")
+    else:
+        ok = v["seconds"] <= v.get("target", 0.5)
+        missed += [] if ok else ["validate"]
+        print(f"validate  {v['documents']} documents: {v['seconds']:.3f} s (target <= {v.get('target', 0.5)} s) {'ok' if ok else 'MISSED'}")
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    result["missed"] = missed
+    (out / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"written: {out / 'latest.json'}" + (f"; missed: {', '.join(missed)}" if missed else "; all targets met"))
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
