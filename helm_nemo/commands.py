@@ -7,10 +7,8 @@ at the first failure, saying what is installed; uninstall goes in reverse.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, TextIO
@@ -43,13 +41,10 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
 
 
 def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix=f"nemo-{plan.release}-", delete=False) as fh:
-        fh.write(helm_values_json(plan))
-        values_file = fh.name
-    try:
-        return subprocess.run(_helm_args(helm, verb, plan, values_file, extra), capture_output=capture, text=True, check=False)
-    finally:
-        os.unlink(values_file)
+    """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind."""
+    return subprocess.run(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None,
+                          text=True, check=False)
 
 
 def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
