@@ -112,8 +112,9 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
     return props
 
 
-def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None) -> dict[str, Any]:
-    schema = bundle(spec.schema, profile)
+def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
+                 profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    schema = bundle(spec.schema, profile, profiles=profiles)
     if profile is not None and "network" in schema.get("properties", {}):
         extra = network_value_properties(profile)
         if extra:
@@ -131,12 +132,18 @@ def _chart_dir(spec: ChartSpec, profile: dict[str, Any] | None) -> str:
     return f"{profile['id']}/{spec.kind}" if profile else spec.kind
 
 
-def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None) -> dict[str, bytes]:
-    """Every file of one chart, keyed by its path relative to the chart folder."""
+def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None,
+                 profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, bytes]:
+    """Every file of one chart, keyed by its path relative to the chart folder.
+
+    A per-accelerator chart sees its `profile`; an accelerator-independent one sees all `profiles`
+    (e.g. the supervisor bakes a small per-accelerator table from them).
+    """
     source = generator_dir / spec.kind
-    schema = chart_schema(spec, profile)
+    schema = chart_schema(spec, profile, profiles)
     context = {
         "profile": profile or {},
+        "profiles": profiles or {},
         "chart": {
             "name": _chart_name(spec, profile),
             "kind": spec.kind,
@@ -178,7 +185,7 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
     for spec in load_chart_specs(generator_dir):
         targets = [p for p in profiles.values() if p["cloud"] in spec.clouds] if spec.per_accelerator else [None]
         for profile in targets:
-            for rel, data in render_chart(env, generator_dir, spec, profile).items():
+            for rel, data in render_chart(env, generator_dir, spec, profile, profiles).items():
                 out[f"{_chart_dir(spec, profile)}/{rel}"] = data
     out[GENERATED_MARKER] = marker_text(source_digest(root), files_digest(out)).encode()
     return dict(sorted(out.items()))

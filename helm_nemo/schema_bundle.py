@@ -38,7 +38,8 @@ def _profile_value(profile: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path | None = None) -> dict[str, Any]:
+def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path | None = None,
+           profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     schemas_dir = schemas_dir or paths.schemas_dir()
     loaded: dict[str, dict[str, Any]] = {}
     collected: dict[str, Any] = {}
@@ -67,6 +68,10 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
 
     def walk(node: Any, current_file: str) -> Any:
         if isinstance(node, dict):
+            if set(node) == {"$profileIds"}:
+                # {"$profileIds": "gke"}: the ids of every profile of that cloud ("*": all), sorted.
+                wanted = node["$profileIds"]
+                return sorted(i for i, p in (profiles or {}).items() if wanted in ("*", p["cloud"]))
             if set(node) == {"$profile"}:
                 if profile is None:
                     raise ValueError(f"{schema_file}: $profile marker in a schema bundled without a profile")
