@@ -3,6 +3,9 @@
 Semantic means: key order, the order of named list items (env, volumes, containers …), null versus
 absent, and blank lines or trailing spaces in scripts do not count; everything else does. A
 difference path reads like `JobSet/parity .spec.replicatedJobs[workload]…env[NCCL_DEBUG].value`.
+Named list items are keyed by `name` (tolerations by `key:effect`, unnamed items by position); a
+second item or object under a key already taken becomes `NAME#2`, so duplicates show up as added.
+A changed script line is two differences at the script's path: the old line removed, the new added.
 """
 
 from __future__ import annotations
@@ -28,8 +31,21 @@ def object_key(doc: dict[str, Any]) -> str:
     return f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
 
 
+def _unique(key: str, seen: set[str]) -> str:
+    """`key`, or `key#2`, `key#3` … when it is taken: a duplicate stays visible as an extra item."""
+    unique, n = key, 1
+    while unique in seen:
+        n += 1
+        unique = f"{key}#{n}"
+    seen.add(unique)
+    return unique
+
+
 def index_by_kind_name(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {object_key(d): d for d in docs}
+    """`Kind/name` -> object. A second object with the same kind and name is kept as `Kind/name#2`
+    (helm install would reject it; the comparison must not hide it)."""
+    seen: set[str] = set()
+    return {_unique(object_key(d), seen): d for d in docs}
 
 
 def _item_key(list_name: str | None, item: Any, index: int) -> str:
@@ -42,6 +58,10 @@ def _item_key(list_name: str | None, item: Any, index: int) -> str:
     return str(index)
 
 
+def _script(text: str) -> dict[str, list[str]]:
+    return {"__script__": [line.rstrip() for line in text.split("\n") if line.strip()]}
+
+
 def normalize(node: Any, list_name: str | None = None) -> Any:
     """Plain data fit for comparison (see the module docstring)."""
     if isinstance(node, dict):
@@ -49,10 +69,11 @@ def normalize(node: Any, list_name: str | None = None) -> Any:
     if isinstance(node, list):
         named = list_name in NAMED_LISTS or list_name == "tolerations"
         if named and all(isinstance(i, dict) for i in node):
-            return {"__named__": {_item_key(list_name, item, i): normalize(item) for i, item in enumerate(node)}}
+            seen: set[str] = set()  # two env entries of one name both count (the duplicate is `NAME#2`)
+            return {"__named__": {_unique(_item_key(list_name, item, i), seen): normalize(item) for i, item in enumerate(node)}}
         return [normalize(item) for item in node]
     if isinstance(node, str) and "\n" in node:
-        return {"__script__": [line.rstrip() for line in node.split("\n") if line.strip()]}
+        return _script(node)
     return node
 
 
@@ -72,6 +93,11 @@ class Difference:
 
 
 def _diff(expected: Any, actual: Any, path: str, out: list[Difference]) -> None:
+    # "echo x\n" (a script) and "echo x" (one line) are the same text once trailing blank lines go.
+    if isinstance(expected, dict) and "__script__" in expected and isinstance(actual, str):
+        actual = _script(actual)
+    elif isinstance(actual, dict) and "__script__" in actual and isinstance(expected, str):
+        expected = _script(expected)
     if isinstance(expected, dict) and isinstance(actual, dict):
         if "__named__" in expected and "__named__" in actual:
             e, a = expected["__named__"], actual["__named__"]
