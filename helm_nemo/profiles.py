@@ -44,6 +44,7 @@ _OPTIONAL = {
     "computeDomain": False,
     "fabric": None,
     "extraResources": {},
+    "resiliency": {},
     "gcsfuseSidecarLimits": None,
     "kueueQueueHint": None,
 }
