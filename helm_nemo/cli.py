@@ -50,15 +50,31 @@ def generate(check: bool) -> None:
 
     if check:
         problems = generator.check()
-        if problems:
+        stale = [line for line in problems if not line.startswith("version: ")]
+        versions = [line[len("version: "):] for line in problems if line.startswith("version: ")]
+        if stale:
             click.echo("charts/ is out of date with its sources (run `helm-nemo generate`):", err=True)
-            for line in problems[:50]:
+            for line in stale[:50]:
                 click.echo(f"  {line}", err=True)
+        if versions:
+            click.echo("chart versions break the version policy (generator/versions.lock):", err=True)
+            for line in versions:
+                click.echo(f"  {line}", err=True)
+        if problems:
             sys.exit(1)
-        click.echo("charts/ is up to date")
+        click.echo("charts/ is up to date; every chart version matches generator/versions.lock")
         return
+    from . import chart_versions
+
     changed = generator.write()
     click.echo(f"generated charts/: {len(changed)} file(s) changed")
+    for added in chart_versions.record():
+        click.echo(f"locked {added} in generator/versions.lock")
+    conflicts = [line[len("version: "):] for line in generator.check() if line.startswith("version: ")]
+    for line in conflicts:
+        click.echo(f"  {line}", err=True)
+    if conflicts:
+        sys.exit(1)
 
 
 @main.command()

@@ -1,0 +1,207 @@
+"""Version policy: a chart's content may change only together with its version.
+
+`generator/versions.lock` records, per chart name and version, a digest of the chart's files as
+generated (sha256 over the sorted relative paths and their bytes; every file of the chart folder
+counts). A version is *released* once CHANGELOG.md has an entry for it
+(`## <chart name or kind> <version>`); `helm-nemo generate` then adds its lock entry, and never
+rewrites one. `helm-nemo generate --check` fails when a chart's content differs from the entry of its
+current version (naming the next patch version to use), or when a released version is not locked. A
+version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same digest goes into the published chart as the
+`helm-nemo.dev/content-digest` annotation, which is how `publish` tells "same content" apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+
+LOCK_NAME = "versions.lock"
+CONTENT_DIGEST_ANNOTATION = "helm-nemo.dev/content-digest"
+# SemVer 2.0.0, strict (no leading "v", no leading zeros); https://semver.org regex.
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+_FIELD = re.compile(r'^(name|version):[ \t]*["\']?([^"\'\n#]+?)["\']?[ \t]*$', re.M)
+
+
+@dataclass(frozen=True)
+class ChartContent:
+    """One chart folder: where it is (relative to charts/), its name and version, its files."""
+
+    folder: str
+    name: str
+    version: str
+    files: dict[str, bytes]  # path relative to the chart folder -> bytes
+
+    @property
+    def digest(self) -> str:
+        return content_digest(self.files)
+
+
+def content_digest(files: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode() + b"\0" + files[rel] + b"\0")
+    return "sha256:" + digest.hexdigest()
+
+
+def chart_fields(chart_yaml: bytes) -> tuple[str, str]:
+    """(name, version) of a Chart.yaml; a regex for the generated form, YAML for anything else."""
+    text = chart_yaml.decode("utf-8")
+    found = dict(m.groups() for m in _FIELD.finditer(text))
+    if "name" not in found or "version" not in found:
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+        found = {"name": str(data.get("name", "")), "version": str(data.get("version", ""))}
+    return found["name"].strip(), found["version"].strip()
+
+
+def split_charts(files: dict[str, bytes]) -> list[ChartContent]:
+    """Files keyed by path relative to charts/ -> one ChartContent per folder holding a Chart.yaml."""
+    folders = sorted(rel[: -len("/Chart.yaml")] for rel in files if rel.endswith("/Chart.yaml"))
+    grouped: dict[str, dict[str, bytes]] = {folder: {} for folder in folders}
+    for rel, data in files.items():
+        for folder in folders:
+            if rel.startswith(folder + "/"):
+                grouped[folder][rel[len(folder) + 1:]] = data
+                break
+    out = []
+    for folder in folders:
+        name, version = chart_fields(grouped[folder]["Chart.yaml"])
+        out.append(ChartContent(folder=folder, name=name, version=version, files=grouped[folder]))
+    return out
+
+
+def read_chart(folder: Path) -> ChartContent:
+    """A chart folder on disk (every file under it)."""
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    if "Chart.yaml" not in files:
+        raise FileNotFoundError(f"{folder} has no Chart.yaml")
+    name, version = chart_fields(files["Chart.yaml"])
+    return ChartContent(folder=folder.name, name=name, version=version, files=files)
+
+
+def read_charts(charts: Path) -> list[ChartContent]:
+    files = {p.relative_to(charts).as_posix(): p.read_bytes() for p in charts.rglob("*") if p.is_file()}
+    return split_charts(files)
+
+
+def lock_path(root: Path | None = None) -> Path:
+    return (root or paths.project_root()) / "generator" / LOCK_NAME
+
+
+def load_lock(root: Path | None = None) -> dict[str, dict[str, str]]:
+    """{chart name: {version: digest}}; empty when there is no lock file yet."""
+    path = lock_path(root)
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8")).get("charts", {})
+
+
+def lock_text(lock: dict[str, dict[str, str]]) -> str:
+    ordered = {name: dict(sorted(lock[name].items(), key=lambda kv: version_key(kv[0]))) for name in sorted(lock)}
+    doc = {
+        "about": "Chart content digests per released version, written by `helm-nemo generate`; "
+                 "never edit an entry: bump the chart's version in generator/charts.yaml instead.",
+        "charts": ordered,
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def version_key(version: str) -> tuple:
+    """SemVer precedence (enough for sorting: release > pre-release, numeric parts compared as numbers)."""
+    found = SEMVER.match(version)
+    if not found:
+        return (1 << 30, 0, 0, 0, version)
+    major, minor, patch, pre, _build = found.groups()
+    return (int(major), int(minor), int(patch), 0 if pre else 1, pre or "")
+
+
+def next_patch(versions: list[str]) -> str:
+    """One patch above the highest of `versions` (strict SemVer ones)."""
+    valid = [v for v in versions if SEMVER.match(v)]
+    if not valid:
+        return "1.0.0"
+    major, minor, patch, pre, _ = SEMVER.match(max(valid, key=version_key)).groups()
+    # 1.1.0-rc.1 -> 1.1.0 is the next version; 1.0.0 -> 1.0.1
+    return f"{major}.{minor}.{patch}" if pre else f"{major}.{minor}.{int(patch) + 1}"
+
+
+_HEADING = re.compile(r"^##\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s+v?(\S+)", re.M)
+
+
+def changelog_entries(root: Path | None = None) -> set[tuple[str, str]]:
+    """(chart name or kind, version) of every `## <name> <version>` heading of CHANGELOG.md."""
+    path = (root or paths.project_root()) / "CHANGELOG.md"
+    if not path.exists():
+        return set()
+    return {(m.group(1), m.group(2)) for m in _HEADING.finditer(path.read_text(encoding="utf-8"))}
+
+
+def _accelerators(root: Path | None) -> set[str]:
+    return {p.stem for p in ((root or paths.project_root()) / "values" / "accelerators").glob("*.yaml")}
+
+
+def released(name: str, version: str, entries: set[tuple[str, str]], accelerators: set[str]) -> bool:
+    """Whether CHANGELOG.md has an entry for this chart version (by chart name, or by kind for `<kind>-<accelerator>`)."""
+    if (name, version) in entries:
+        return True
+    kind, _, accelerator = name.rpartition("-")
+    return bool(kind) and accelerator in accelerators and (kind, version) in entries
+
+
+def lock_problems(root: Path | None, files: dict[str, bytes]) -> list[str]:
+    """Why the generated charts (`files`, relative to charts/) break the version policy; empty when fine."""
+    lock = load_lock(root)
+    entries, accelerators = changelog_entries(root), _accelerators(root)
+    problems = []
+    for chart in split_charts(files):
+        where = f"charts/{chart.folder}"
+        if not SEMVER.match(chart.version):
+            problems.append(f"version: {chart.name} ({where}): {chart.version!r} is not strict SemVer (like 1.2.3)")
+            continue
+        locked = lock.get(chart.name, {})
+        if chart.version not in locked:
+            if released(chart.name, chart.version, entries, accelerators):
+                problems.append(f"version: {chart.name} {chart.version} ({where}) has a CHANGELOG.md entry but is not in "
+                                f"generator/{LOCK_NAME}; run `helm-nemo generate` to record it")
+        elif locked[chart.version] != chart.digest:
+            use = next_patch(list(locked) + [chart.version])
+            problems.append(
+                f"version: {chart.name} {chart.version} ({where}): content changed but the version did not; "
+                f"use {use} (bump it in generator/charts.yaml, add a CHANGELOG.md entry, run `helm-nemo generate`). "
+                f"Only if {chart.version} was never published may its entry be deleted from generator/{LOCK_NAME} instead."
+            )
+    return problems
+
+
+def record(root: Path | None = None, files: dict[str, bytes] | None = None) -> list[str]:
+    """Lock released chart versions (with a CHANGELOG.md entry) not locked yet; never rewrite an entry.
+
+    Returns the "name version" strings added.
+
+    `files` default to what is under charts/ now (call it after `generator.write`).
+    """
+    root = root or paths.project_root()
+    charts = read_charts(root / "charts") if files is None else split_charts(files)
+    lock = load_lock(root)
+    entries, accelerators = changelog_entries(root), _accelerators(root)
+    added = []
+    for chart in charts:
+        if (SEMVER.match(chart.version) and chart.version not in lock.get(chart.name, {})
+                and released(chart.name, chart.version, entries, accelerators)):
+            lock.setdefault(chart.name, {})[chart.version] = chart.digest
+            added.append(f"{chart.name} {chart.version}")
+    path = lock_path(root)
+    text = lock_text(lock)
+    if added or not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return added
