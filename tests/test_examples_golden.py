@@ -26,7 +26,7 @@ GOLDEN = ROOT / "tests" / "golden" / "examples"
 ENV = {
     "GCS_BUCKET": "test-bucket",
     "KUEUE_NAME": "test-queue",
-    "PROJECT_ID": "test-project",
+    "PROJECT_ID": "test-project-1",
     "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
     "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com",
     "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",

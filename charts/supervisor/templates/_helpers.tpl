@@ -22,13 +22,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* <release>-supervisor, or the release name alone when it already says supervisor. */}}
+{{- define "supervisor.fullname" -}}
+{{- if contains "supervisor" .Release.Name }}{{ .Release.Name }}{{ else }}{{ printf "%s-supervisor" .Release.Name }}{{ end -}}
+{{- end -}}
+
 {{- define "supervisor.serviceAccountName" -}}
-{{- .Values.serviceAccount.name | default (printf "%s-supervisor" .Release.Name) -}}
+{{- .Values.serviceAccount.name | default (include "supervisor.fullname" .) -}}
 {{- end -}}
 
 {{/* Cluster-scoped RBAC objects: namespace and release in the name, so releases never collide. */}}
 {{- define "supervisor.clusterRoleName" -}}
-{{- printf "%s-%s-supervisor" .Release.Namespace .Release.Name -}}
+{{- printf "%s-%s" .Release.Namespace (include "supervisor.fullname" .) -}}
 {{- end -}}
 
 {{- define "supervisor.workersPerHost" -}}
