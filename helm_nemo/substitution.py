@@ -1,11 +1,19 @@
 """Safe ${VAR} substitution inside parsed values (never text-level envsubst).
 
-Rules (helm-ecosystem.md §3.3): only string scalars, never keys; only `${NAME}`, `${NAME:-default}`,
-`${NAME:?message}`; bare `$NAME`, `$(…)`, `$1` stay as they are; `$${` is a literal `${`; any other
-`${…}` is an error; an unset variable is an error, and all of them are reported at once. Names the
-pod defines at run time (`${NNODES}`, `${JOB_IDENTIFIER}`, env names from workload.envs …) are kept
-for the pod's shell. A whole plain scalar (`replicas: ${N}`) is re-typed with YAML 1.2 core rules; a
-quoted or partial one stays a string, so `tag: "${TAG}"` with 1.10 stays "1.10".
+Text-level envsubst lets a value inject YAML (`NOTE=$'x\\nreplicas: 999'`), silently empties unset
+names and eats shell `$1`/`$labels`; so, following helm-ecosystem.md §3.3:
+
+- the file is parsed first; only string *values* are touched, never keys, so a value stays one string;
+- only `${NAME}`, `${NAME:-default}` (unset or empty -> default, which may itself hold references) and
+  `${NAME:?message}` (unset or empty -> error with the message); NAME is `[A-Za-z_][A-Za-z0-9_]*`;
+- bare `$NAME`, `$1`, `$(…)`, `$labels` stay as they are; `$$` is a literal `$` (so `$${X}` -> `${X}`);
+- any other `${…}` (`${x/y}`, `${#x}`, `${ X }`, an unclosed `${`) is a "malformed reference" error;
+- an unset name is an error, and every problem in the file is reported at once, with file:line:col;
+- names in `keep` (the pod's own variables: `${NNODES}`, `${JOB_IDENTIFIER}`, env names the values
+  define in workload.envs …) are never substituted and never an error: the pod's shell expands them;
+- typing: a plain (unquoted) scalar that is exactly one reference is re-typed with YAML 1.2 core rules
+  (`08` -> 8, `yes` stays "yes", `.inf` stays a string); quoted or partial references stay strings, so
+  `tag: "${TAG}"` with TAG=1.10 gives "1.10". Quote a reference to keep a string.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .user_errors import Problem, UserError
+from .user_errors import Problem, UserError, json_path
 
 # Variables the charts and launchers define inside the pod; `${NNODES}` in a value is for the pod's shell.
 RUNTIME_VARIABLES = frozenset({
@@ -25,43 +33,68 @@ RUNTIME_VARIABLES = frozenset({
     "EXPERIMENT_ROOT_DIR", "CHECKPOINTS_ROOT_DIR", "TOKENIZER_PATH", "TORCH_DISTRIBUTED_TARGET",
     "NEMO_CONFIG_OVERRIDES", "LD_LIBRARY_PATH", "PATH", "HOME", "PWD",
 })
+# Lists whose items define pod env vars by `name` (workload.envs, network.ncclSettings, a container's env).
+ENV_LIST_KEYS = frozenset({"envs", "ncclSettings", "env"})
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY|CREDENTIAL", re.I)
+MASK = "***"
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-# $$ (escape), ${NAME}, ${NAME:-default}, ${NAME:?message}, or any other ${...} (malformed).
-_TOKEN = re.compile(r"\$\$|\$\{(?P<body>[^}]*)\}|\$\{(?P<open>[^}]*)$")
-_BODY = re.compile(rf"^(?P<name>{_NAME})(?:(?P<op>:-|:\?)(?P<arg>.*))?$", re.S)
-_INT = re.compile(r"^[-+]?[0-9]+$")
-_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_BODY = re.compile(rf"(?P<name>{_NAME})(?:(?P<op>:-|:\?)(?P<arg>.*))?", re.S)
+_EXPECTED = "${NAME}, ${NAME:-default} or ${NAME:?message}"
+# YAML 1.2 core schema (no yes/no/on/off, no octal, no sexagesimal); .inf/.nan stay strings (JSON has no such number).
+_INT = re.compile(r"[-+]?[0-9]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
 @dataclass
 class SubstitutionResult:
+    """The substituted data, and which variables were used where (to point errors at their origin)."""
+
     data: dict[str, Any]
     used: dict[tuple, list[str]] = field(default_factory=dict)  # path -> variable names taken from env
+    secrets: dict[tuple, list[str]] = field(default_factory=dict)  # path -> secret-looking values put there
+    loaded: Any = None  # the LoadedValues substituted (positions of each path)
 
     def names(self) -> set[str]:
         return {n for names in self.used.values() for n in names}
 
-    def redacted(self, env: Mapping[str, str]) -> dict[str, Any]:
-        """The values with every secret-looking variable's value masked (for printing)."""
-        secrets = [env[n] for n in self.names() if SECRET_NAME.search(n) and env.get(n)]
+    def origin(self, where: tuple) -> tuple[str | None, int | None, int | None]:
+        """(file, line, column) in the user's file of a substituted path."""
+        if self.loaded is None:
+            return (None, None, None)
+        line, column = self.loaded.position(where)
+        return (str(self.loaded.path), line, column)
 
-        def mask(node: Any) -> Any:
+    def redacted(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The values with what came from TOKEN/PASSWORD/SECRET/KEY variables masked (for --dry-run output).
+
+        Only the paths where such a variable was used are touched, so a short secret (`1`) does not mask
+        every `1` in the file. `env` is accepted for older callers; the result knows its own secrets.
+        """
+
+        def mask(node: Any, where: tuple) -> Any:
             if isinstance(node, dict):
-                return {k: mask(v) for k, v in node.items()}
+                return {k: mask(v, where + (k,)) for k, v in node.items()}
             if isinstance(node, list):
-                return [mask(v) for v in node]
-            if isinstance(node, str):
-                for secret in secrets:
-                    node = node.replace(secret, "***")
+                return [mask(v, where + (i,)) for i, v in enumerate(node)]
+            secrets = self.secrets.get(where)
+            if not secrets:
+                return node
+            if not isinstance(node, str):
+                return MASK  # a re-typed secret (a numeric PIN …)
+            for secret in sorted(secrets, key=len, reverse=True):
+                node = node.replace(secret, MASK)
             return node
 
-        return mask(self.data)
+        return mask(self.data, ())
 
 
 def runtime_names(data: Any) -> set[str]:
-    """RUNTIME_VARIABLES plus every env var the values define for the pod (workload.envs, ncclSettings…)."""
+    """RUNTIME_VARIABLES plus every env var the values define for the pod.
+
+    `--log-dir=${LOG_DIR_PREFIX}` refers to `workload.envs[].name: LOG_DIR_PREFIX`, set in the pod, not on
+    the machine running helm; the same holds for network.ncclSettings[] and any `env:` list.
+    """
     names = set(RUNTIME_VARIABLES)
 
     def visit(node: Any, key: str | None) -> None:
@@ -69,7 +102,7 @@ def runtime_names(data: Any) -> set[str]:
             for k, v in node.items():
                 visit(v, k)
         elif isinstance(node, list):
-            if key in ("envs", "ncclSettings", "env"):
+            if key in ENV_LIST_KEYS:
                 names.update(item["name"] for item in node if isinstance(item, dict) and isinstance(item.get("name"), str))
             for item in node:
                 visit(item, None)
@@ -78,7 +111,7 @@ def runtime_names(data: Any) -> set[str]:
     return names
 
 
-def _retype(text: str) -> Any:
+def retype(text: str) -> Any:
     """YAML 1.2 core schema for a whole plain scalar: int, float, true/false, null; else the string."""
     if text in ("true", "True", "TRUE"):
         return True
@@ -86,77 +119,140 @@ def _retype(text: str) -> Any:
         return False
     if text in ("null", "Null", "NULL", "~", ""):
         return None
-    if _INT.match(text):
+    if _INT.fullmatch(text):
         return int(text)
-    if _FLOAT.match(text) and any(c.isdigit() for c in text):
+    if _FLOAT.fullmatch(text):
         return float(text)
     return text
 
 
-def substitute(loaded, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
-               allow: Iterable[str] | None = None, prefix: tuple = ()) -> SubstitutionResult:
-    """Substitute inside loaded.data (a values_file.LoadedValues); raise UserError listing every problem."""
-    keep_set = set(keep) if keep is not None else runtime_names(loaded.data)
-    allow_set = set(allow) if allow is not None else None
-    problems: list[Problem] = []
-    used: dict[tuple, list[str]] = {}
+def _closing_brace(text: str, start: int) -> int:
+    """Index of the `}` closing the `${` whose `{` is at start-1 (nested braces balanced), or -1."""
+    depth = 1
+    for index in range(start, len(text)):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
 
-    def problem(where: tuple, message: str, hint: str | None = None, expected: str | None = None) -> None:
-        line, column = loaded.position(where)
-        path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where)
-        problems.append(Problem(str(loaded.path), line, column, path, message, expected, hint))
 
-    def replace(text: str, where: tuple) -> Any:
-        names: list[str] = []
-        whole_reference = False
+class _Substituter:
+    def __init__(self, loaded, env: Mapping[str, str], keep: set[str], allow: set[str] | None, prefix: tuple):
+        self.loaded, self.env, self.keep, self.allow, self.prefix = loaded, env, keep, allow, prefix
+        self.problems: list[Problem] = []
+        self.missing: list[str] = []
+        self.used: dict[tuple, list[str]] = {}
+        self.secrets: dict[tuple, list[str]] = {}
 
-        def one(match: re.Match) -> str:
-            nonlocal whole_reference
-            token = match.group(0)
-            if token == "$$":
-                return "$"
-            if match.group("open") is not None:
-                problem(where, f"unterminated reference {token!r}", hint="close it with '}', or write $${ for a literal ${")
-                return token
-            body = _BODY.match(match.group("body"))
-            if not body:
-                problem(where, f"malformed reference {token!r}", expected="${NAME}, ${NAME:-default} or ${NAME:?message}",
-                        hint="write $${ for a literal ${ (e.g. shell parameter expansion)")
-                return token
-            name, op, arg = body.group("name"), body.group("op"), body.group("arg")
-            if name in keep_set:
-                return token  # the pod's shell expands it
-            value = env.get(name)
-            if allow_set is not None and name not in allow_set:
-                problem(where, f"variable {name} is not in the allowed list", hint="add it with --allow-env")
-                return token
-            if op == ":-" and not value:
-                return arg
-            if value is None or (op == ":?" and not value):
-                message = arg if op == ":?" and arg else f"variable {name} is not set"
-                problem(where, message, hint=f"export {name}=… before running, or use ${{{name}:-default}}")
-                return token
-            names.append(name)
-            return value
+    def problem(self, where: tuple, message: str, *, expected: str | None = None, hint: str | None = None) -> None:
+        line, column = self.loaded.position(where)
+        self.problems.append(Problem(str(self.loaded.path), line, column, json_path(where), message,
+                                     expected, hint))
 
-        result = _TOKEN.sub(one, text)
-        if names:
-            used[prefix + where] = names
-        whole_reference = bool(re.fullmatch(r"\$\{[^}]*\}", text)) and where in loaded.plain_scalars
-        if whole_reference and result != text:
-            return _retype(result)
-        return result
-
-    def walk(node: Any, where: tuple) -> Any:
+    def walk(self, node: Any, where: tuple) -> Any:
         if isinstance(node, dict):
-            return {k: walk(v, where + (k,)) for k, v in node.items()}
+            return {k: self.walk(v, where + (k,)) for k, v in node.items()}  # keys are never substituted
         if isinstance(node, list):
-            return [walk(v, where + (i,)) for i, v in enumerate(node)]
+            return [self.walk(v, where + (i,)) for i, v in enumerate(node)]
         if isinstance(node, str) and "$" in node:
-            return replace(node, where)
+            return self.scalar(node, where)
         return node
 
-    data = walk(loaded.data, ())
-    if problems:
-        raise UserError(problems, title=f"{len(problems)} problem(s) substituting variables:")
-    return SubstitutionResult(data=data, used=used)
+    def scalar(self, text: str, where: tuple) -> Any:
+        names: list[str] = []
+        secrets: list[str] = []
+        result, whole = self.expand(text, where, names, secrets)
+        if names:
+            self.used[self.prefix + where] = names
+        if secrets:
+            self.secrets[where] = secrets
+        if whole and self.loaded.is_plain(where):
+            return retype(result)
+        return result
+
+    def expand(self, text: str, where: tuple, names: list[str], secrets: list[str]) -> tuple[str, bool]:
+        """Expand `text`; the flag says it was exactly one reference that got substituted (re-typable)."""
+        out: list[str] = []
+        whole = False
+        index = 0
+        while True:
+            dollar = text.find("$", index)
+            if dollar < 0:
+                out.append(text[index:])
+                break
+            out.append(text[index:dollar])
+            following = text[dollar + 1:dollar + 2]
+            if following == "$":  # `$$` -> `$`, so `$${X}` -> `${X}`
+                out.append("$")
+                index = dollar + 2
+                continue
+            if following != "{":  # bare $NAME, $1, $(…): not ours
+                out.append("$")
+                index = dollar + 1
+                continue
+            close = _closing_brace(text, dollar + 2)
+            if close < 0:
+                self.problem(where, f"unterminated reference {text[dollar:dollar + 40]!r}", expected=_EXPECTED,
+                             hint="close it with '}', or write $${ for a literal ${")
+                out.append(text[dollar:])
+                break
+            token = text[dollar:close + 1]
+            replacement, substituted = self.reference(token, where, names, secrets)
+            out.append(replacement)
+            whole = substituted and dollar == 0 and close == len(text) - 1
+            index = close + 1
+        return "".join(out), whole
+
+    def reference(self, token: str, where: tuple, names: list[str], secrets: list[str]) -> tuple[str, bool]:
+        """The text for one `${…}` and whether it was substituted (False: kept for the pod, or an error)."""
+        body = _BODY.fullmatch(token[2:-1])
+        if not body:
+            self.problem(where, f"malformed reference {token!r}", expected=_EXPECTED,
+                         hint="write $${ for a literal ${ (e.g. shell parameter expansion in a script)")
+            return token, False
+        name, op, arg = body.group("name"), body.group("op"), body.group("arg")
+        if name in self.keep:
+            return token, False  # the pod's shell expands it
+        if self.allow is not None and name not in self.allow:
+            self.problem(where, f"variable {name} is not allowed: it is not in the allowed list",
+                         hint=f"add {name} to the allowed variables (--allow-env), or write $${{{name}}} for a literal")
+            return token, False
+        value = self.env.get(name)
+        if op == ":-" and not value:
+            default, _ = self.expand(arg, where, names, secrets)
+            return default, True
+        if value is None or (op == ":?" and not value):
+            self.missing.append(name)
+            if op == ":?":
+                message = f"variable {name} is not set: {arg}" if arg else f"variable {name} is not set or empty"
+            else:
+                message = f"variable {name} is not set"
+            self.problem(where, message, hint=f"export {name}=… before running, or write ${{{name}:-default}}")
+            return token, False
+        names.append(name)
+        if value and SECRET_NAME.search(name):
+            secrets.append(value)
+        return value, True
+
+
+def substitute(loaded, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
+               allow: Iterable[str] | None = None, prefix: tuple = ()) -> SubstitutionResult:
+    """Substitute `${…}` inside `loaded.data` (a values_file.LoadedValues); raise one UserError listing every problem.
+
+    keep: names left for the pod (default: `runtime_names(loaded.data)`); allow: when given, the only names
+    that may be read from `env`; prefix: where `loaded.data` sits in a bigger document (for JSON paths).
+    """
+    keep_set = set(keep) if keep is not None else runtime_names(loaded.data)
+    allow_set = set(allow) if allow is not None else None
+    worker = _Substituter(loaded, env, keep_set, allow_set, prefix)
+    data = worker.walk(loaded.data, ())
+    if worker.problems:
+        title = f"{loaded.path}: {len(worker.problems)} problem(s) substituting variables"
+        if worker.missing:
+            title += " (not set: " + ", ".join(dict.fromkeys(worker.missing)) + ")"
+        raise UserError(worker.problems, title=title + ":")
+    return SubstitutionResult(data=data, used=worker.used, secrets=worker.secrets, loaded=loaded)

@@ -1,31 +1,43 @@
 """Load a values file keeping where every key and value came from (line and column).
 
-PyYAML's composer (libyaml, in C) gives a node tree with positions; we build plain Python from it (so
-the rest of the code and json.dumps see ordinary dicts, lists, str, int, float, bool, None) and keep a
-position table keyed by JSON-path tuples. Scalars resolve as helm reads values (YAML 1.1: `yes` is
-true), duplicate keys are an error (helm would silently keep the last), and scalar styles are kept:
-substitution re-types only plain (unquoted) whole-scalar references.
+PyYAML's composer (libyaml, in C, when present) gives a node tree with positions; we build plain
+Python from it (so the rest of the code and json.dumps see ordinary dicts, lists, str, int, float,
+bool, None, in file order) and keep a position table keyed by JSON-path tuples. Scalars resolve as
+helm reads values (go-yaml, YAML 1.1: `yes` is true, `1.10` is the float 1.1, `"1.10"` a string,
+dates stay strings); keys become strings as helm's YAML-to-JSON step writes them. Duplicate keys are
+an error (helm would silently keep the last one), and so are `.inf`/`.nan` (JSON, which helm gets,
+cannot hold them). Scalar styles are kept: substitution re-types only plain (unquoted) whole-scalar
+references.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .user_errors import Problem, UserError
+from .user_errors import Problem, UserError, json_path
+
+MAX_NODES = 1_000_000  # aliases expand; a "billion laughs" file must not hang the CLI
 
 
 @dataclass
 class LoadedValues:
+    """Plain data plus where each part of it is written in the file."""
+
     path: Path
     data: dict[str, Any]
-    positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # value positions
+    positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
     key_positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)
-    plain_scalars: set[tuple] = field(default_factory=set)  # unquoted string scalars
+    plain_scalars: set[tuple] = field(default_factory=set)  # unquoted string scalars (re-typable)
+
+    @property
+    def filename(self) -> str:
+        return str(self.path)
 
     def position(self, where: tuple) -> tuple[int | None, int | None]:
-        """(line, column), 1-based, of a key (preferred) or value; the nearest parent when absent."""
+        """(line, column), 1-based, of a key (preferred) or value; the nearest existing parent when absent."""
         where = tuple(where)
         while True:
             if where in self.key_positions:
@@ -36,6 +48,17 @@ class LoadedValues:
                 return (1, 1)
             where = where[:-1]
 
+    def value_position(self, where: tuple) -> tuple[int | None, int | None]:
+        """(line, column) of the value itself rather than its key (same fallback as position())."""
+        where = tuple(where)
+        if where in self.positions:
+            return self.positions[where]
+        return self.position(where)
+
+    def is_plain(self, where: tuple) -> bool:
+        """True when the string at `where` was written unquoted (plain style)."""
+        return tuple(where) in self.plain_scalars
+
 
 def _loader():
     import yaml
@@ -44,14 +67,20 @@ def _loader():
 
 
 def load_values(path: str | Path) -> LoadedValues:
+    """Read and parse a values file; UserError (with the path) when it is missing, unreadable or invalid."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise UserError(Problem(str(path), None, None, "$", "values file not found",
                                 hint="check the path given to --values")) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: {err}")) from None
+    except IsADirectoryError:
+        raise UserError(Problem(str(path), None, None, "$", "cannot read values file: it is a directory")) from None
+    except UnicodeDecodeError as err:
+        raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: not UTF-8 text ({err.reason} "
+                                f"at byte {err.start})")) from None
+    except OSError as err:
+        raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: {err.strerror or err}")) from None
     return load_values_text(text, path)
 
 
@@ -61,68 +90,131 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
 
     path = Path(filename)
     try:
-        documents = [d for d in yaml.compose_all(text, Loader=_loader()) if d is not None]
+        documents = list(yaml.compose_all(text, Loader=_loader()))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
         raise UserError(Problem(str(path), line, col, "$", f"invalid YAML: {err.problem or err.context}",
                                 hint="check indentation and quoting around this line")) from None
+    except yaml.YAMLError as err:
+        raise UserError(Problem(str(path), None, None, "$", f"invalid YAML: {err}")) from None
+    documents = [d for d in documents if not _is_null(d)]
     if len(documents) > 1:
-        raise UserError(Problem(str(path), None, None, "$", "a values file holds one YAML document, found "
-                                f"{len(documents)}", hint="use a recipe file with `releases:` for several releases"))
+        second = documents[1].start_mark
+        raise UserError(Problem(str(path), second.line + 1, second.column + 1, "$",
+                                f"a values file holds one YAML document, found {len(documents)}",
+                                hint="use a recipe file with `releases:` for several releases"))
     loaded = LoadedValues(path=path, data={})
     if not documents:
-        return loaded
+        return loaded  # empty file, comments only, `---` or `~`: no values
     root = documents[0]
     if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
         raise UserError(Problem(str(path), root.start_mark.line + 1, root.start_mark.column + 1, "$",
-                                "the top level must be a mapping"))
-    loaded.data = _convert(root, (), loaded, yaml.constructor.SafeConstructor())
+                                f"the top level must be a mapping (key: value), found {kind}"))
+    builder = _Builder(loaded)
+    data = builder.convert(root, ())
+    if builder.problems:
+        raise UserError(builder.problems, title=f"{path}: {len(builder.problems)} problem(s) reading the values:")
+    loaded.data = data
     return loaded
+
+
+def _is_null(node) -> bool:
+    import yaml
+
+    return node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
 
 
 _STRING_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary", "tag:yaml.org,2002:str"}
 
 
-def _convert(node, where: tuple, loaded: LoadedValues, constructor) -> Any:
-    import yaml
+class _Builder:
+    """Node tree -> plain Python, filling the position tables and collecting every problem."""
 
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        first_line: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                merged = _convert(value_node, where, loaded, constructor)
-                for item in merged if isinstance(merged, list) else [merged]:
-                    if isinstance(item, dict):
-                        for k, v in item.items():
-                            out.setdefault(k, v)
-                continue
-            key = str(constructor.construct_object(key_node)) if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
-            line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-            if key in first_line:
-                raise UserError(Problem(str(loaded.path), line, col, _json_path(where + (key,)),
-                                        f"duplicate key {key!r} (first defined on line {first_line[key]})",
-                                        hint="YAML keeps only one of them; remove or rename the other"))
-            first_line[key] = line
-            child = where + (key,)
-            loaded.key_positions[child] = (line, col)
-            loaded.positions[child] = (value_node.start_mark.line + 1, value_node.start_mark.column + 1)
-            out[key] = _convert(value_node, child, loaded, constructor)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item in enumerate(node.value):
-            child = where + (index,)
-            loaded.positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
-            items.append(_convert(item, child, loaded, constructor))
-        return items
-    if node.tag in _STRING_TAGS:
-        if not node.style and node.tag == "tag:yaml.org,2002:str":  # libyaml reports plain as ""
+    def __init__(self, loaded: LoadedValues):
+        import yaml
+
+        self.loaded = loaded
+        self.constructor = yaml.constructor.SafeConstructor()
+        self.problems: list[Problem] = []
+        self.nodes = 0
+
+    def problem(self, mark, where: tuple, message: str, hint: str | None = None) -> None:
+        self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
+                                     message, hint=hint))
+
+    def key(self, key_node) -> str:
+        """A key as helm's YAML-to-JSON step spells it: `true`, `null`, `8`, never `True`/`None`."""
+        import yaml
+
+        if not isinstance(key_node, yaml.ScalarNode):
+            return str(key_node.value)  # complex keys: helm rejects them anyway; keep something readable
+        if key_node.tag in _STRING_TAGS:
+            return key_node.value
+        value = self.scalar(key_node, ())
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if value is None:
+            return "null"
+        return str(value)
+
+    def scalar(self, node, where: tuple) -> Any:
+        if node.tag in _STRING_TAGS:
+            return node.value
+        try:
+            value = self.constructor.construct_object(node)
+        except Exception as err:  # unknown tag (`!foo`), `!!int abc` …
+            self.problem(node.start_mark, where, f"cannot read this value: {getattr(err, 'problem', None) or err}",
+                         hint="remove the tag or quote the value")
+            return node.value
+        if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+            self.problem(node.start_mark, where, f"{node.value!r} is not a number JSON can hold (helm gets JSON)",
+                         hint="quote it if you mean the string")
+            return node.value
+        return value
+
+    def convert(self, node, where: tuple) -> Any:
+        import yaml
+
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise UserError(Problem(str(self.loaded.path), node.start_mark.line + 1, node.start_mark.column + 1,
+                                    json_path(where), f"more than {MAX_NODES} values after expanding aliases",
+                                    hint="a values file this large is almost certainly an alias bomb"))
+        loaded = self.loaded
+        if isinstance(node, yaml.MappingNode):
+            out: dict[str, Any] = {}
+            first: dict[str, tuple[int, int]] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys written here win
+                    merged = self.convert(value_node, where)
+                    for item in merged if isinstance(merged, list) else [merged]:
+                        if isinstance(item, dict):
+                            for k, v in item.items():
+                                out.setdefault(k, v)
+                    continue
+                key = self.key(key_node)
+                line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+                child = where + (key,)
+                if key in first:
+                    first_line, first_col = first[key]
+                    self.problem(key_node.start_mark, child,
+                                 f"duplicate key {key!r} (first defined on line {first_line}, column {first_col})",
+                                 hint="YAML keeps only one of them; remove or rename the other")
+                    continue
+                first[key] = (line, col)
+                loaded.key_positions[child] = (line, col)
+                loaded.positions[child] = (value_node.start_mark.line + 1, value_node.start_mark.column + 1)
+                out[key] = self.convert(value_node, child)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            items = []
+            for index, item in enumerate(node.value):
+                child = where + (index,)
+                loaded.positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
+                items.append(self.convert(item, child))
+            return items
+        if node.tag == "tag:yaml.org,2002:str" and not node.style:  # libyaml reports plain style as ""
             loaded.plain_scalars.add(where)
-        return node.value
-    return constructor.construct_object(node)
-
-
-def _json_path(parts: tuple) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+        return self.scalar(node, where)

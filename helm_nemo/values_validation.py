@@ -1,28 +1,71 @@
-"""Check values against a chart's values.schema.json and say where, what and how to fix, for every error."""
+"""Check values against a chart's values.schema.json and say where, what and how to fix, for every error.
+
+Helm's own schema errors name neither the file nor the line and stop at a summary; here each error
+becomes a Problem at the offending node of the user's file (the parent mapping for a missing key, the
+key itself for an unexpected one, with "did you mean …?"), with a human `expected` and the schema's
+description as a hint.
+
+Engine: draft-07. helm_nemo.schema_check (no import cost, all errors, checked against jsonschema by
+tests/test_schema_check.py) runs first; a schema using a keyword it does not know falls back to
+jsonschema.Draft7Validator, imported only then (~80 ms).
+"""
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import Any, Callable
+import re
+from typing import Any, Callable, NamedTuple
 
-from .user_errors import Problem
+from .user_errors import Problem, json_path, raise_if_problems
+
+__all__ = ["validate", "raise_if_problems", "schema_errors"]
 
 Positions = Callable[[tuple], "tuple[int | None, int | None]"]
+MAX_MESSAGE = 200
+_REQUIRED = re.compile(r"^'(?P<name>.*)' is a required property$", re.S)
 
 
-def _json_path(parts) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+class SchemaError(NamedTuple):
+    """The engine-neutral part of a validation error."""
+
+    path: tuple
+    validator: str
+    validator_value: Any
+    message: str
+    schema: Any
+    instance: Any
+
+
+def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
+    """Every draft-07 error of `data` (fast validator first, jsonschema for keywords it lacks)."""
+    from .schema_check import Validator
+
+    try:
+        return [SchemaError(tuple(e.path), e.validator, e.validator_value, e.message, e.schema, e.instance)
+                for e in Validator(schema).iter_errors(data)]
+    except (ValueError, KeyError):  # unsupported keyword or $ref: let jsonschema decide
+        pass
+    import jsonschema
+
+    return [SchemaError(tuple(e.absolute_path), e.validator, e.validator_value, e.message, e.schema, e.instance)
+            for e in jsonschema.Draft7Validator(schema).iter_errors(data)]
 
 
 def _resolve(schema: dict[str, Any], node: Any) -> Any:
+    """Follow local `#/definitions/…` refs so descriptions and properties behind them are seen."""
+    seen = 0
     while isinstance(node, dict) and isinstance(node.get("$ref"), str) and node["$ref"].startswith("#/definitions/"):
-        node = {**schema["definitions"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
+        target = (schema.get("definitions") or {}).get(node["$ref"].split("/")[-1])
+        if not isinstance(target, dict) or seen > 20:
+            break
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        seen += 1
+    return node if isinstance(node, dict) else {}
 
 
-def _expected(error) -> str | None:
-    validator, value = error.validator, error.validator_value
+def _expected(validator: str, value: Any) -> str | None:
+    """What the schema wants, in words."""
     if validator == "type":
         return " or ".join(value) if isinstance(value, list) else str(value)
     if validator == "enum":
@@ -34,44 +77,84 @@ def _expected(error) -> str | None:
     if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
                      "maxLength", "minItems", "maxItems"):
         return f"{validator} {value}"
-    if validator == "anyOf":
+    if validator == "uniqueItems":
+        return "no repeated items"
+    if validator in ("anyOf", "oneOf") and isinstance(value, list):
         parts = []
         for option in value:
-            parts.append(", ".join(f"{k} {v}" for k, v in option.items() if k not in ("description",)))
-        return " or ".join(f"({p})" for p in parts)
+            if isinstance(option, dict):
+                parts.append(", ".join(f"{k} {v}" for k, v in option.items() if k not in ("description", "title")))
+        return " or ".join(f"({p})" for p in parts) if validator == "anyOf" else \
+            "exactly one of " + " or ".join(f"({p})" for p in parts)
     return None
 
 
-def validate(data: Any, schema: dict[str, Any], *, filename: str | None, positions: Positions,
-             prefix: tuple = ()) -> list[Problem]:
-    """Every schema error as a Problem pointing into the user's file (prefix: where `data` sits in it)."""
-    from .schema_check import Validator
+def _expected_of(schema: dict[str, Any]) -> str | None:
+    """A property schema's shape in words (for a key that is missing)."""
+    for keyword in ("enum", "const", "type", "pattern"):
+        if keyword in schema:
+            return _expected(keyword, schema[keyword])
+    return None
 
-    problems = []
-    for error in Validator(schema).iter_errors(data):
-        where = tuple(error.path)
-        hint = None
-        message = error.message
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
+
+
+def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[str]]:
+    """(declared property names, keys of `instance` that are neither declared nor match patternProperties)."""
+    allowed = list((node.get("properties") or {}).keys())
+    patterns = [re.compile(p) for p in (node.get("patternProperties") or {})]
+    extra = [k for k in instance if k not in allowed and not any(p.search(k) for p in patterns)] \
+        if isinstance(instance, dict) else []
+    return allowed, extra
+
+
+def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | None = None,
+             positions: Positions | None = None, prefix: tuple = ()) -> list[Problem]:
+    """Every schema error as a Problem pointing into the user's file, sorted by line.
+
+    `loaded_or_data` is a values_file.LoadedValues (filename and positions then default to its own) or plain
+    data; `prefix` says where the data sits in the file (a release inside a recipe file): it moves the
+    positions, while JSON paths stay those of the chart's values.
+    """
+    data = loaded_or_data
+    if hasattr(loaded_or_data, "data") and hasattr(loaded_or_data, "position"):
+        data = loaded_or_data.data
+        filename = filename if filename is not None else str(loaded_or_data.path)
+        positions = positions or loaded_or_data.position
+    where_is: Positions = positions or (lambda _where: (None, None))
+
+    def problem(at: tuple, message: str, expected: str | None = None, hint: str | None = None) -> Problem:
+        line, column = where_is(prefix + at)
+        return Problem(filename, line, column, json_path(at), _short(message), expected, hint)
+
+    problems: list[Problem] = []
+    for error in schema_errors(data, schema):
+        where = error.path
+        node = _resolve(schema, error.schema)
         if error.validator == "additionalProperties":
-            node = _resolve(schema, error.schema)
-            allowed = sorted((node.get("properties") or {}).keys())
-            extra = [k for k in (error.instance or {}) if k not in allowed] if isinstance(error.instance, dict) else []
-            for key in extra or [None]:
-                at = where + ((key,) if key else ())
-                close = difflib.get_close_matches(key or "", allowed, n=1)
-                shown = ", ".join(allowed[:12]) + (", …" if len(allowed) > 12 else "")
-                hint = f"did you mean {close[0]!r}?" if close else f"allowed keys here: {shown}"
-                line, col = positions(prefix + at)
-                problems.append(Problem(filename, line, col, _json_path(at), f"unknown key {key!r}", None, hint))
+            allowed, extra = _allowed_keys(node, error.instance)
+            shown = ", ".join(sorted(allowed)[:12]) + (", …" if len(allowed) > 12 else "")
+            for key in extra:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else (f"allowed keys here: {shown}" if allowed else None)
+                problems.append(problem(where + (key,), f"unknown key {key!r}", hint=hint))
+            if not extra:
+                problems.append(problem(where, error.message))
             continue
         if error.validator == "required":
-            missing = message.split("'")[1] if "'" in message else message
-            hint = f"add {_json_path(where + (missing,))}"
-        description = _resolve(schema, error.schema).get("description") if isinstance(error.schema, dict) else None
-        if not hint and description:
-            hint = description
-        if error.validator == "anyOf":
+            match = _REQUIRED.match(error.message)
+            missing = match.group("name") if match else str(error.message)
+            wanted = _resolve(schema, (node.get("properties") or {}).get(missing, {}))
+            hint = f"add `{missing}:` under {json_path(where)}"
+            if wanted.get("description"):
+                hint += f" ({wanted['description']})"
+            problems.append(problem(where, f"required key {missing!r} is missing", _expected_of(wanted), hint))
+            continue
+        message = error.message
+        if error.validator in ("anyOf", "oneOf"):
             message = f"{json.dumps(error.instance)} is not valid here"
-        line, col = positions(prefix + where)
-        problems.append(Problem(filename, line, col, _json_path(where), message, _expected(error), hint))
+        problems.append(problem(where, message, _expected(error.validator, error.validator_value),
+                                node.get("description")))
     return sorted(problems, key=lambda p: (p.line or 0, p.column or 0, p.json_path))
