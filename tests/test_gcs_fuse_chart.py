@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,45 @@ def test_pvc_name_is_what_the_workload_mounts(helm):
     jobset = helm.template("run", ROOT / "charts/a3ultra/jobset", "--set", f"volumes.pvcMounts[0].claimName={claim}",
                            "--set", "volumes.pvcMounts[0].mountPath=/ckpt").stdout
     assert f"claimName: {claim}" in jobset
+
+
+# Golden snapshots: the three parity fixtures with their own commands, plus every type with a dirPath in
+# another namespace, rendered by both helms (identical bytes) and compared with tests/golden/gcs-fuse/.
+# To accept a change: UPDATE_GOLDEN=1 pytest tests/test_gcs_fuse_chart.py, then review git diff tests/golden.
+GOLDEN = ROOT / "tests" / "golden" / "gcs-fuse"
+PARITY = ROOT / "tests" / "fixtures" / "parity"
+GOLDEN_CASES = {
+    "parity-a3ultra-resiliency": ("a3ultra-resiliency-llama31-405b/gcs-fuse", []),
+    "parity-default-data-checkpoints": ("gcs-fuse-default/data-checkpoints", []),
+    "parity-default-serving-model": ("gcs-fuse-default/serving-model", []),
+    "all-types-dir-path": ("gcs-fuse-default/data-checkpoints", [
+        "-n", "ml",
+        "--set", "gcsVolumes[0].dirPath=datasets/c4", "--set", "gcsVolumes[1].dirPath=ckpt/run-1",
+        "--set", "gcsVolumes[2].bucketName=model-bucket", "--set", "gcsVolumes[2].dirPath=llama",
+        "--set", "gcsVolumes[2].capacity=64Ti",
+    ]),
+}
+
+
+def render_golden(helm, case: str) -> str:
+    folder, extra = GOLDEN_CASES[case]
+    cwd = PARITY / folder
+    args = [str(CHART) if arg == "CHART" else arg for arg in (cwd / "command.txt").read_text().split()]
+    release, chart = args[-2], args[-1]
+    return helm.template(release, Path(chart), *args[:-2], *extra, cwd=cwd).stdout
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_golden(helm, case):
+    out = render_golden(helm, case)
+    golden = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1" and (helm.name == "helm3" or not golden.exists()):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(out)
+    assert golden.exists(), f"run with UPDATE_GOLDEN=1 to create {golden}"
+    assert out == golden.read_text(), f"{helm.name} render of {case} differs from {golden} (UPDATE_GOLDEN=1 rewrites)"
+
+
+def test_helm3_and_helm4_render_the_same(helm3, helm4):
+    for case in GOLDEN_CASES:
+        assert render_golden(helm3, case) == render_golden(helm4, case), case

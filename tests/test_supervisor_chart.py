@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,39 @@ def test_explicit_workers_per_host_wins(helm):
 def test_schema_rejects(helm, args, needle):
     result = helm.template("sup", CHART, *args, check=False)
     assert result.returncode != 0 and needle in result.stderr
+
+
+# Golden snapshots: the parity fixture's own command (values-supervisor.yaml, --set project=...) and two
+# variants, rendered by both helms (identical bytes) and compared with tests/golden/supervisor/<case>.yaml.
+# To accept a change: UPDATE_GOLDEN=1 pytest tests/test_supervisor_chart.py, then review git diff tests/golden.
+GOLDEN = ROOT / "tests" / "golden" / "supervisor"
+PARITY_CASE = RECIPE_VALUES.parent
+GOLDEN_CASES = {
+    "parity-a3ultra-resiliency": [],
+    "parity-a3ultra-resiliency-with-accelerator": ["--set", "accelerator=a3ultra"],
+    "a3high-external-rbac": ["-n", "ml", "--set", "accelerator=a3high", "--set", "rbac.create=false",
+                             "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=supervisor-sa"],
+}
+
+
+def render_golden(helm, case: str) -> str:
+    command = (PARITY_CASE / "command.txt").read_text().split()
+    args = [str(CHART) if arg == "CHART" else arg for arg in command]
+    release, chart = args[-2], args[-1]
+    return helm.template(release, Path(chart), *args[:-2], *GOLDEN_CASES[case], cwd=PARITY_CASE).stdout
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
+def test_golden(helm, case):
+    out = render_golden(helm, case)
+    golden = GOLDEN / f"{case}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1" and (helm.name == "helm3" or not golden.exists()):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(out)
+    assert golden.exists(), f"run with UPDATE_GOLDEN=1 to create {golden}"
+    assert out == golden.read_text(), f"{helm.name} render of {case} differs from {golden} (UPDATE_GOLDEN=1 rewrites)"
+
+
+def test_helm3_and_helm4_render_the_same(helm3, helm4):
+    for case in GOLDEN_CASES:
+        assert render_golden(helm3, case) == render_golden(helm4, case), case
