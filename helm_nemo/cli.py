@@ -78,6 +78,41 @@ def generate(check: bool) -> None:
 
 
 @main.command()
+@click.argument("target")
+@click.argument("charts", nargs=-1)
+@click.option("--plain-http", is_flag=True, help="Talk HTTP to the registry (a local registry).")
+@click.option("--charts-dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Folder of generated charts (default: the project's charts/).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 32), default=8, show_default=True, help="Charts handled at once.")
+def publish(target, charts, plain_http, charts_dir, jobs):
+    """Package the generated charts (or the named ones) and push them to TARGET (oci://HOST/PATH).
+
+    A version already in the registry with the same content is skipped; with different content the
+    run is refused (exit 1) and nothing is pushed. Credentials: `helm registry login HOST` beforehand.
+    """
+    import time
+    from pathlib import Path
+
+    from . import paths, publish as publishing
+
+    started = time.monotonic()
+    try:
+        found = publishing.find_charts(Path(charts_dir) if charts_dir else paths.charts_dir(), list(charts))
+        outcomes = publishing.publish(target, found, _helm(), plain_http=plain_http, jobs=jobs,
+                                      verify_lock=paths.project_root(), echo=lambda line: click.echo(line, err=True))
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+        return
+    click.echo(publishing.summary_table(outcomes))
+    click.echo(f"{len(outcomes)} chart(s) in {time.monotonic() - started:.1f} s", err=True)
+    bad = [o for o in outcomes if o.status not in ("pushed", "skipped", "unreleased")]
+    if bad:
+        click.echo("helm nemo: publish refused; nothing was pushed" if any(o.status == "refused" for o in bad)
+                   else "helm nemo: publish failed", err=True)
+        sys.exit(1)
+
+
+@main.command()
 def version() -> None:
     """Print the helm-nemo version."""
     click.echo(__version__)
@@ -89,8 +124,16 @@ def _release_options(func):
     func = click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")(func)
     func = click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")(func)
     func = click.option("-n", "--namespace", default=None, help="Namespace (helm passes it as HELM_NAMESPACE).")(func)
-    func = click.argument("release", required=False)(func)
+    func = click.argument("release", required=False, callback=_flag_is_no_release)(func)
     return func
+
+
+def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | None:
+    """With unknown options passed through, click hands the first one (`--plain-http`) to RELEASE: give it back."""
+    if value and value.startswith("-"):
+        ctx.meta["helm_nemo_first_flag"] = value
+        return None
+    return value
 
 
 def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None):
@@ -105,6 +148,8 @@ def _plans(values_file: str, release: str | None, chart: str | None, chart_versi
 
 def _extra(ctx: click.Context, namespace: str | None) -> list[str]:
     extra = list(ctx.args)
+    if "helm_nemo_first_flag" in ctx.meta:
+        extra.insert(0, ctx.meta["helm_nemo_first_flag"])
     if namespace:
         extra = ["--namespace", namespace] + extra
     return [a for a in extra if a != "--"]
