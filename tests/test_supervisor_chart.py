@@ -95,6 +95,25 @@ def test_without_accelerator_the_anchor_defaults_apply(helm):
     assert not any(arg.startswith("--project") for arg in spec["containers"][0]["command"])
 
 
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--set", "useA3high=true"], True),  # a boolean means the same as the recipes' "yes"
+        (["--set-string", "useA3high=yes", "--set", "accelerator=a3ultra"], True),
+        (["--set-string", "useA3high=no", "--set", "accelerator=a3high"], False),  # explicit legacy value wins
+        (["--set", "useA3high=false", "--set", "accelerator=a3high"], False),
+        (["--set-string", "useA3high=", "--set", "accelerator=a3high"], True),  # empty: the profile decides
+        (["--set", "accelerator=a3high"], True),
+        (["--set", "accelerator=a4"], False),
+    ],
+)
+def test_explicit_use_a3high_wins_over_the_profile(helm, args, expected):
+    spec = host_monitor(objects(helm.template("sup", CHART, *args).stdout))
+    healthcheck = [t for t in spec["tolerations"] if t["key"] == "aiinfra/gpu-healthcheck"]
+    assert healthcheck == ([{"key": "aiinfra/gpu-healthcheck", "operator": "Exists"}] if expected else [])
+    assert {"key": "nvidia.com/gpu", "operator": "Exists"} in spec["tolerations"]
+
+
 def test_explicit_workers_per_host_wins(helm):
     spec = host_monitor(objects(helm.template("sup", CHART, "--set", "accelerator=a4x", "--set", "workers_per_host=2").stdout))
     assert "--workers_per_host=2" in spec["containers"][0]["command"]
@@ -110,6 +129,7 @@ def test_explicit_workers_per_host_wins(helm):
         (["--set", "watchdogs={ecc,smart}"], "watchdogs"),
         (["--set", "actuator.port=0"], "port"),
         (["--set", "supervisor.image=x"], "supervisor"),
+        (["--set-string", "useA3high=maybe"], "useA3high"),
     ],
 )
 def test_schema_rejects(helm, args, needle):
