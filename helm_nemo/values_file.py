@@ -2,9 +2,11 @@
 
 PyYAML's composer (libyaml, in C, when present) gives a node tree with positions; we build plain
 Python from it (so the rest of the code and json.dumps see ordinary dicts, lists, str, int, float,
-bool, None, in file order) and keep a position table keyed by JSON-path tuples. Scalars resolve as
-helm reads values (go-yaml, YAML 1.1: `yes` is true, `1.10` is the float 1.1, `"1.10"` a string,
-dates stay strings); keys become strings as helm's YAML-to-JSON step writes them. Duplicate keys are
+bool, None, in file order) and keep a position table keyed by JSON-path tuples. Plain scalars resolve
+as helm reads values (`helm_scalar`: go-yaml v2 under sigs.k8s.io/yaml, YAML-1.1-like: `yes`/`on`
+are true, `1.10` is the float 1.1, `08` and `1e3` are numbers, `12:30` and dates stay strings), not
+as PyYAML's YAML 1.1 would (`12:30` -> 750, `1e3` -> "1e3"); quoted scalars are strings (`"1.10"`);
+keys become strings as helm's YAML-to-JSON step writes them. Duplicate keys are
 an error (helm would silently keep the last one), and so are `.inf`/`.nan` (JSON, which helm gets,
 cannot hold them). Scalar styles are kept: substitution re-types only plain (unquoted) whole-scalar
 references.
@@ -13,6 +15,7 @@ references.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,7 +88,7 @@ def load_values(path: str | Path) -> LoadedValues:
 
 
 def load_values_text(text: str, filename: str | Path) -> LoadedValues:
-    """Parse like helm does (YAML 1.1 scalars: `yes` is true), keeping every node's position."""
+    """Parse like helm does (`helm_scalar`: `yes` is true, `1.10` a float), keeping every node's position."""
     import yaml
 
     path = Path(filename)
@@ -126,6 +129,46 @@ def _is_null(node) -> bool:
     return node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
 
 
+# go-yaml v2 resolve table (gopkg.in/yaml.v2 resolve.go), which helm 3 and 4 use through sigs.k8s.io/yaml,
+# except single-letter y/Y/n/N: helm reads them as booleans, we keep the string (`name: y`, key `n:`), which
+# is what a user means; where a boolean is wanted the schema then says so at the line.
+_HELM_WORDS: dict[str, Any] = {
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
+}
+_GO_INT = re.compile(r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)"
+                     r"|0(?P<octal>[0-7]+)|(?P<dec>[1-9][0-9]*|0))")
+_GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml's yamlStyleFloat
+_GO_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
+_INT_BASES = (("hex", 16), ("oct", 8), ("bin", 2), ("octal", 8), ("dec", 10))
+
+
+def helm_scalar(text: str) -> Any:
+    """Type a plain (unquoted) scalar the way helm does (go-yaml v2), so the plugin checks what helm would get."""
+    if text in _HELM_WORDS:
+        return _HELM_WORDS[text]
+    first = text[:1]
+    if first == ".":
+        return float(text) if _GO_DOT_FLOAT.fullmatch(text) else text
+    if not first or first not in "+-0123456789":
+        return text
+    plain = text.replace("_", "")
+    match = _GO_INT.fullmatch(plain)  # strconv.ParseInt(plain, 0, 64), then ParseUint
+    if match:
+        base, digits = next((b, match.group(g)) for g, b in _INT_BASES if match.group(g) is not None)
+        value = int(digits, base) * (-1 if match.group("sign") == "-" else 1)
+        if -(2**63) <= value < 2**64:
+            return value
+    if _GO_FLOAT.fullmatch(plain):
+        return float(plain)
+    return text
+
+
+_IMPLICIT_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
 _STRING_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary", "tag:yaml.org,2002:str"}
 
 
@@ -150,29 +193,37 @@ class _Builder:
 
         if not isinstance(key_node, yaml.ScalarNode):
             return str(key_node.value)  # complex keys: helm rejects them anyway; keep something readable
-        if key_node.tag in _STRING_TAGS:
-            return key_node.value
         value = self.scalar(key_node, ())
         if isinstance(value, bool):
             return "true" if value else "false"
         if value is None:
             return "null"
+        if isinstance(value, float):
+            text = repr(value)
+            return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
         return str(value)
 
     def scalar(self, node, where: tuple) -> Any:
-        if node.tag in _STRING_TAGS:
+        if not node.style and node.tag in _IMPLICIT_TAGS:
+            value = helm_scalar(node.value)
+        elif node.tag in _STRING_TAGS:
             return node.value
-        try:
-            value = self.constructor.construct_object(node)
-        except Exception as err:  # unknown tag (`!foo`), `!!int abc` …
-            self.problem(node.start_mark, where, f"cannot read this value: {getattr(err, 'problem', None) or err}",
-                         hint="remove the tag or quote the value")
-            return node.value
+        else:
+            value = self.construct(node, where)
         if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
             self.problem(node.start_mark, where, f"{node.value!r} is not a number JSON can hold (helm gets JSON)",
                          hint="quote it if you mean the string")
             return node.value
         return value
+
+    def construct(self, node, where: tuple) -> Any:
+        """Explicitly tagged scalars (`!!int "8"`, `!foo x`): PyYAML's constructor; unknown tags are errors."""
+        try:
+            return self.constructor.construct_object(node)
+        except Exception as err:  # unknown tag (`!foo`), `!!int abc` …
+            self.problem(node.start_mark, where, f"cannot read this value: {getattr(err, 'problem', None) or err}",
+                         hint="remove the tag or quote the value")
+            return node.value
 
     def convert(self, node, where: tuple) -> Any:
         import yaml
@@ -215,6 +266,7 @@ class _Builder:
                 loaded.positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
                 items.append(self.convert(item, child))
             return items
-        if node.tag == "tag:yaml.org,2002:str" and not node.style:  # libyaml reports plain style as ""
+        value = self.scalar(node, where)
+        if isinstance(value, str) and not node.style:  # libyaml reports plain style as ""
             loaded.plain_scalars.add(where)
-        return self.scalar(node, where)
+        return value
