@@ -240,7 +240,7 @@ def test_json_path():
     ("1e3", 1000.0),  # PyYAML: the string "1e3"; helm: 1000
     ("08", 8.0),  # not octal: go-yaml falls back to a float
     ("017", 15), ("0o17", 15), ("0x1F", 31), ("-0x1F", -31), ("0b101", 5), ("1_000", 1000), ("+8", 8),
-    ("1.10", 1.1), (".5", 0.5), ("1.0.0", "1.0.0"), ("v1.10", "v1.10"), ("-", "-"), ("25.02", 25.02),
+    ("1.10", 1.1), (".5", 0.5), ("1.0.0", "1.0.0"), ("v1.10", "v1.10"), ("-x", "-x"), ("25.02", 25.02),
     ("yes", True), ("On", True), ("off", False), ("NO", False), ("True", True), ("NULL", None),
     ("y", "y"), ("n", "n"),  # helm would say true/false; the string is what a user means
 ])
