@@ -37,7 +37,25 @@ class ReleasePlan:
 
     @property
     def local_chart(self) -> Path | None:
-        return None if self.chart.startswith("oci://") else Path(self.chart)
+        """The chart folder whose schema and defaults apply: the local chart, or for oci://…/NAME with a
+        version the generated chart of that name and version when generator/versions.lock says it is
+        that released content (so validation and install-time stamping match a local install)."""
+        if not self.chart.startswith("oci://"):
+            return Path(self.chart)
+        return released_local_chart(self.chart.rstrip("/").rsplit("/", 1)[-1], self.chart_version)
+
+
+def released_local_chart(name: str, version: str | None) -> Path | None:
+    from .chart_versions import load_lock, read_chart
+
+    locked = load_lock().get(name, {}).get(version or "")
+    if not locked:
+        return None
+    for chart_yaml in sorted(paths.charts_dir().glob("**/Chart.yaml")):
+        chart = read_chart(chart_yaml.parent)
+        if chart.name == name and chart.version == version and chart.digest == locked:
+            return chart_yaml.parent
+    return None
 
 
 def local_chart_path(kind: str, accelerator: str | None) -> Path:

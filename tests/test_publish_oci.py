@@ -194,3 +194,25 @@ def test_helm4_packaging_is_reproducible(helm4, registry, tmp_path):
         assert proc.returncode == 0, proc.stderr
         digests.append(next(line for line in proc.stderr.splitlines() if CHART in line).split("(")[-1].rstrip(")"))
     assert digests[0].startswith("sha256:") and digests[0] == digests[1]
+
+
+def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_path):
+    """--chart oci://…/NAME --version V of a locked version uses the local twin's schema: same checks, same jobTimestamp."""
+    from datetime import datetime, timezone
+
+    from helm_nemo.commands import stamp_job_time
+    from helm_nemo.release_plan import build_plans
+    from helm_nemo.user_errors import UserError
+
+    values = tmp_path / "values.yaml"
+    values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n")
+    ref = "oci://registry.example/charts/jobset-a3ultra"
+    plan = build_plans(values, chart=ref, version="1.0.0")[0]
+    assert plan.local_chart == ROOT / "charts/a3ultra/jobset"
+    stamp_job_time(plan, datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+    assert plan.values["workload"]["jobTimestamp"] == "2026-01-02-03-04-05"
+    assert build_plans(values, chart=ref, version="9.9.9")[0].local_chart is None
+    assert build_plans(values, chart=ref)[0].local_chart is None
+    values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n  gpus: -3\n")
+    with pytest.raises(UserError):
+        build_plans(values, chart=ref, version="1.0.0")
