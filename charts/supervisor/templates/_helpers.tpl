@@ -8,6 +8,13 @@ app.kubernetes.io/part-of: helm-nemo
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* Pod template labels: no chart version, so a chart upgrade alone does not restart the pods. */}}
+{{- define "supervisor.podLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/part-of: helm-nemo
+{{- end -}}
+
 {{/* Per-accelerator facts, baked from values/accelerators/*.yaml by the generator. */}}
 {{- define "supervisor.accelerators" -}}
 {"a3high": {"gpusPerNode": 8, "hostMonitorTolerations": [{"key": "aiinfra/gpu-healthcheck", "operator": "Exists"}], "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}}, "a3mega": {"gpusPerNode": 8, "hostMonitorTolerations": [], "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h100-mega-80gb"}}, "a3ultra": {"gpusPerNode": 8, "hostMonitorTolerations": [], "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-h200-141gb"}}, "a4": {"gpusPerNode": 8, "hostMonitorTolerations": [], "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-b200"}}, "a4x": {"gpusPerNode": 4, "hostMonitorTolerations": [], "nodeLabels": {"cloud.google.com/gke-accelerator": "nvidia-gb200"}}}
