@@ -33,6 +33,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """Linux: the registry gets SIGTERM if pytest itself is killed (the fixture's finally never runs then)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """host:port of a fresh docker-registry with its storage in a temp folder; stopped at the end."""
@@ -48,7 +59,8 @@ def registry(tmp_path_factory):
         f"http:\n  addr: 127.0.0.1:{port}\n"
     )
     log = open(folder / "registry.log", "wb")
-    proc = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=_die_with_parent)
     try:
         deadline = time.monotonic() + 15
         while True:
