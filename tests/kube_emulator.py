@@ -1,0 +1,987 @@
+"""A loopback Kubernetes API emulator, enough for the real `helm install/upgrade/uninstall` (3.17 and 4.1).
+
+Test support only, standard library only. One in-memory API server on 127.0.0.1 (a free port), plain
+HTTP with a bearer token:
+
+- discovery: /version, /api, /apis, /api/v1, /apis/G/V (legacy, non-aggregated answers), and an empty
+  /openapi/v2 document (protobuf: zero bytes is a valid empty Document, so helm's client-side
+  validation finds no schema and skips every kind);
+- CRUD of namespaced and cluster-scoped objects: GET, list (labelSelector, fieldSelector
+  metadata.name/namespace), POST, PUT, PATCH (merge patch; strategic merge patch approximated: maps
+  merge, lists of named items merge by their key, `$patch`/`$setElementOrder`/`$retainKeys`
+  directives are honoured or dropped; server-side apply = the applied object replaces the old one
+  but keeps uid, creationTimestamp and status), DELETE (with owner-reference garbage collection),
+  `dryRun=All`;
+- watch (`?watch=true`), with `resourceVersion` replay and `sendInitialEvents` + the initial-events-end
+  bookmark, held open until `timeoutSeconds` or the server stops;
+- helm's release record: the typed client POSTs/PUTs Secrets (and ConfigMaps, HELM_DRIVER=configmap)
+  as `application/vnd.kubernetes.protobuf` (magic `k8s\\0` + runtime.Unknown whose `raw` is the
+  object); decoded here with a small wire-format reader and stored as a normal JSON Secret;
+- a tiny "controller": objects get a ready `status` on every write (Deployment, ReplicaSet, DaemonSet,
+  StatefulSet, Job, JobSet, PersistentVolume(Claim), Service clusterIP), and a Deployment gets an owned,
+  ready ReplicaSet, so `--wait` / `--atomic` succeed on both helms. `ready=False` turns that off.
+
+Tests read the store with `emulator.objects(kind, namespace)` / `emulator.get(kind, name, namespace)`
+and the traffic with `emulator.requests` (method, path, query, content type) or `emulator.calls()`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlsplit
+
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+OPENAPI_V2_PB = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str  # "" = core
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def _r(gv: str, kind: str, plural: str, namespaced: bool = True) -> Resource:
+    group, _, version = gv.rpartition("/")
+    return Resource(group, version, kind, plural, namespaced)
+
+
+DEFAULT_RESOURCES = [
+    _r("v1", "ConfigMap", "configmaps"),
+    _r("v1", "Secret", "secrets"),
+    _r("v1", "Service", "services"),
+    _r("v1", "ServiceAccount", "serviceaccounts"),
+    _r("v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+    _r("v1", "Pod", "pods"),
+    _r("v1", "PersistentVolume", "persistentvolumes", namespaced=False),
+    _r("v1", "Namespace", "namespaces", namespaced=False),
+    _r("apps/v1", "Deployment", "deployments"),
+    _r("apps/v1", "DaemonSet", "daemonsets"),
+    _r("apps/v1", "ReplicaSet", "replicasets"),
+    _r("apps/v1", "StatefulSet", "statefulsets"),
+    _r("batch/v1", "Job", "jobs"),
+    _r("rbac.authorization.k8s.io/v1", "Role", "roles"),
+    _r("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
+    _r("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+    _r("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    _r("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
+    _r("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains"),
+    _r("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
+]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+    def status(self) -> dict:
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "details": self.details, "code": self.code}
+
+
+# --------------------------------------------------------------------------------------------------
+# Protobuf: just enough of the wire format for runtime.Unknown{v1.Secret | v1.ConfigMap}.
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def pb_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
+    """(field number, wire type, value): varints as int, length-delimited as bytes; fixed ones skipped."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            value = buf[pos:pos + length]
+            if len(value) != length:
+                raise ValueError("truncated field")
+            pos += length
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        yield number, wire, value
+
+
+def _pb_map_entry(buf: bytes) -> tuple[str, bytes]:
+    key, value = "", b""
+    for number, _, raw in pb_fields(buf):
+        if number == 1:
+            key = raw.decode()
+        elif number == 2:
+            value = raw
+    return key, value
+
+
+def _pb_object_meta(buf: bytes) -> dict:
+    meta: dict[str, Any] = {}
+    names = {1: "name", 2: "generateName", 3: "namespace", 5: "uid", 6: "resourceVersion"}
+    for number, _, raw in pb_fields(buf):
+        if number in names:
+            if raw:
+                meta[names[number]] = raw.decode()
+        elif number == 7:
+            meta["generation"] = raw
+        elif number in (11, 12):
+            key, value = _pb_map_entry(raw)
+            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = value.decode()
+        elif number == 14:
+            meta.setdefault("finalizers", []).append(raw.decode())
+    return meta
+
+
+def decode_protobuf(body: bytes) -> dict:
+    """A v1.Secret or v1.ConfigMap sent as `k8s\\0` + runtime.Unknown, as its JSON form."""
+    import base64
+
+    if not body.startswith(b"k8s\x00"):
+        raise ValueError("no k8s protobuf magic")
+    api_version = kind = ""
+    raw = b""
+    for number, _, value in pb_fields(body[4:]):
+        if number == 1:  # TypeMeta
+            for n, _, v in pb_fields(value):
+                if n == 1:
+                    api_version = v.decode()
+                elif n == 2:
+                    kind = v.decode()
+        elif number == 2:
+            raw = value
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {}}
+    for number, _, value in pb_fields(raw):
+        if number == 1:
+            obj["metadata"] = _pb_object_meta(value)
+        elif kind == "Secret":
+            if number in (2, 4):  # data (bytes), stringData
+                k, v = _pb_map_entry(value)
+                if number == 2:
+                    obj.setdefault("data", {})[k] = base64.b64encode(v).decode()
+                else:
+                    obj.setdefault("stringData", {})[k] = v.decode()
+            elif number == 3:
+                obj["type"] = value.decode()
+            elif number == 5:
+                obj["immutable"] = bool(value)
+        elif kind == "ConfigMap":
+            if number in (2, 3):  # data, binaryData
+                k, v = _pb_map_entry(value)
+                if number == 2:
+                    obj.setdefault("data", {})[k] = v.decode()
+                else:
+                    obj.setdefault("binaryData", {})[k] = base64.b64encode(v).decode()
+            elif number == 4:
+                obj["immutable"] = bool(value)
+        else:
+            raise ValueError(f"protobuf body of kind {kind!r} is not supported by the emulator")
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# Patches
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+MERGE_KEYS = ("name", "mountPath", "containerPort", "devicePath", "type", "ip", "topologyKey")
+
+
+def _merge_key(items: list) -> str | None:
+    if not items or not all(isinstance(i, dict) for i in items):
+        return None
+    for key in MERGE_KEYS:
+        if all(key in i for i in items):
+            return key
+    return None
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """An approximation of Kubernetes' strategic merge patch without the Go struct tags: maps merge,
+    lists of maps sharing a known merge key (name, mountPath, containerPort, …) merge item by item,
+    other lists are replaced; `$patch: delete|replace`, `$setElementOrder/…`,
+    `$deleteFromPrimitiveList/…` are honoured and `$retainKeys` is dropped."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    out = dict(target) if isinstance(target, dict) else {}
+    orders = {}
+    for key, value in patch.items():
+        if key.startswith("$setElementOrder/"):
+            orders[key.split("/", 1)[1]] = value
+        elif key.startswith("$deleteFromPrimitiveList/"):
+            name = key.split("/", 1)[1]
+            out[name] = [v for v in out.get(name) or [] if v not in value]
+        elif key.startswith("$"):
+            continue
+        elif value is None:
+            out.pop(key, None)
+        elif isinstance(value, list):
+            out[key] = _smp_list(out.get(key), value)
+        else:
+            out[key] = strategic_merge_patch(out.get(key), value)
+    for name, order in orders.items():
+        key = _merge_key(order) if order and isinstance(order[0], dict) else None
+        current = out.get(name) or []
+        if key:
+            by_key = {item.get(key): item for item in current if isinstance(item, dict)}
+            ordered = [by_key.pop(o[key]) for o in order if o.get(key) in by_key]
+            out[name] = ordered + list(by_key.values())
+        elif order and not isinstance(order[0], dict):
+            out[name] = [v for v in order if v in current] + [v for v in current if v not in order]
+    return out
+
+
+def _smp_list(target: Any, patch: list) -> list:
+    if not isinstance(target, list) or not patch:
+        return [{k: v for k, v in i.items() if k != "$patch"} if isinstance(i, dict) else i for i in patch
+                if not (isinstance(i, dict) and i.get("$patch") == "delete")]
+    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    key = _merge_key(patch)
+    if not key or not all(isinstance(i, dict) and key in i for i in target):
+        return copy.deepcopy(patch)
+    out = [copy.deepcopy(i) for i in target]
+    for item in patch:
+        index = next((n for n, cur in enumerate(out) if cur.get(key) == item[key]), None)
+        if item.get("$patch") == "delete":
+            if index is not None:
+                out.pop(index)
+        elif index is None:
+            out.append({k: v for k, v in item.items() if not k.startswith("$")})
+        else:
+            out[index] = strategic_merge_patch(out[index], item)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Selectors
+
+
+def _split_selector(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def label_selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    for req in _split_selector(selector or ""):
+        for op in (" notin ", " in "):
+            if op in req:
+                key, _, values = req.partition(op)
+                allowed = {v.strip() for v in values.strip().strip("()").split(",")}
+                has = labels.get(key.strip()) in allowed
+                if has != (op == " in "):
+                    return False
+                break
+        else:
+            if "!=" in req:
+                key, _, value = req.partition("!=")
+                if labels.get(key.strip()) == value.strip():
+                    return False
+            elif "=" in req:
+                key, _, value = req.replace("==", "=").partition("=")
+                if labels.get(key.strip()) != value.strip():
+                    return False
+            elif req.startswith("!"):
+                if req[1:].strip() in labels:
+                    return False
+            elif req not in labels:
+                return False
+    return True
+
+
+def field_selector_matches(selector: str, obj: dict) -> bool:
+    meta = obj.get("metadata") or {}
+    for req in _split_selector(selector or ""):
+        negate = "!=" in req
+        key, _, value = req.replace("!=", "=").replace("==", "=").partition("=")
+        path = key.strip().split(".")
+        node: Any = {"metadata": meta, **obj}
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if (str(node if node is not None else "") == value.strip()) == negate:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# API-server defaulting: helm 3's readiness checks dereference these pointers.
+
+DEFAULTS = {
+    "Deployment": {"spec": {"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
+                            "strategy": {"type": "RollingUpdate",
+                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}}},
+    "DaemonSet": {"spec": {"revisionHistoryLimit": 10,
+                           "updateStrategy": {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}}},
+    "StatefulSet": {"spec": {"replicas": 1, "podManagementPolicy": "OrderedReady",
+                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}},
+    "ReplicaSet": {"spec": {"replicas": 1}},
+    "Job": {"spec": {"completions": 1, "parallelism": 1, "backoffLimit": 6}},
+    "Service": {"spec": {"type": "ClusterIP", "sessionAffinity": "None"}},
+}
+
+
+def with_defaults(defaults: Any, obj: Any) -> Any:
+    """The object, with every default it lacks (maps merge; set values win)."""
+    if isinstance(defaults, dict) and isinstance(obj, dict):
+        out = dict(obj)
+        for key, value in defaults.items():
+            out[key] = with_defaults(value, obj[key]) if key in obj else copy.deepcopy(value)
+        return out
+    return obj
+
+
+# --------------------------------------------------------------------------------------------------
+# The "controller": what a cluster would report once the object is up.
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ready_status(obj: dict) -> dict | None:
+    kind, spec = obj.get("kind"), obj.get("spec") or {}
+    generation = (obj.get("metadata") or {}).get("generation", 1)
+    replicas = spec.get("replicas", 1)
+    if kind == "Deployment":
+        return {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+                "readyReplicas": replicas, "availableReplicas": replicas,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "lastUpdateTime": _now(), "lastTransitionTime": _now()},
+                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                     "lastUpdateTime": _now(), "lastTransitionTime": _now()}]}
+    if kind in ("ReplicaSet", "StatefulSet"):
+        status = {"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas,
+                  "availableReplicas": replicas, "fullyLabeledReplicas": replicas}
+        if kind == "StatefulSet":
+            status.update(currentReplicas=replicas, updatedReplicas=replicas)
+        return status
+    if kind == "DaemonSet":
+        return {"observedGeneration": generation, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
+                "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}
+    if kind == "Job":
+        completions = spec.get("completions", 1)
+        return {"succeeded": completions, "active": 0, "startTime": _now(), "completionTime": _now(),
+                "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": _now(),
+                                "lastTransitionTime": _now()}]}
+    if kind == "JobSet":
+        return {"restarts": 0, "replicatedJobsStatus": [
+            {"name": rj.get("name", ""), "ready": rj.get("replicas", 1), "active": rj.get("replicas", 1),
+             "succeeded": 0, "failed": 0, "suspended": 0} for rj in spec.get("replicatedJobs") or []]}
+    if kind == "PersistentVolumeClaim":
+        return {"phase": "Bound", "accessModes": spec.get("accessModes", []),
+                "capacity": (spec.get("resources") or {}).get("requests", {})}
+    if kind == "PersistentVolume":
+        return {"phase": "Bound" if spec.get("claimRef") else "Available"}
+    if kind == "Namespace":
+        return {"phase": "Active"}
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: dict = field(default_factory=dict, compare=False, hash=False)
+    content_type: str = ""
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str
+    resource: Resource
+    obj: dict
+
+
+class KubeEmulator:
+    """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
+
+    def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
+                 ready: bool = True, kube_version: str = "v1.32.0"):
+        self.resources = list(resources or DEFAULT_RESOURCES)
+        self.token = token
+        self.ready = ready
+        self.kube_version = kube_version
+        self.requests: list[Request] = []
+        self._store: dict[Resource, dict[tuple[str, str], dict]] = {r: {} for r in self.resources}
+        self._events: list[_Event] = []
+        self._rv = 1
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._sockets: set[socket.socket] = set()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle
+    @property
+    def url(self) -> str:
+        assert self._server, "not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "KubeEmulator":
+        emulator = self
+
+        class Handler(_Handler):
+            kube = emulator
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="kube-emulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._server:
+            return
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        self._server.shutdown()
+        for sock in list(self._sockets):  # idle keep-alive connections and open watches
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._server.server_close()
+        self._thread.join(timeout=5)
+        self._server = None
+
+    def __enter__(self) -> "KubeEmulator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        """A kubeconfig for this server (JSON is YAML), context `emulator`, insecure, bearer token."""
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "emulator", "user": {"token": self.token or "none"}}],
+            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}],
+        }
+        path.write_text(json.dumps(config, indent=2))
+        path.chmod(0o600)
+        return path
+
+    # ---- what tests read
+    def resource(self, kind: str, group_version: str | None = None) -> Resource:
+        for res in self.resources:
+            if kind in (res.kind, res.plural) and group_version in (None, res.group_version):
+                return res
+        raise KeyError(f"the emulator serves no kind {kind!r}")
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Stored objects of a kind (name or plural), in one namespace or all, sorted by name."""
+        res = self.resource(kind)
+        with self._cond:
+            found = [copy.deepcopy(o) for (ns, _), o in self._store[res].items() if namespace in (None, ns)]
+        return sorted(found, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def names(self, kind: str, namespace: str | None = None) -> list[str]:
+        return [o["metadata"]["name"] for o in self.objects(kind, namespace)]
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict | None:
+        res = self.resource(kind)
+        with self._cond:
+            obj = self._store[res].get((namespace if res.namespaced else "", name))
+            return copy.deepcopy(obj)
+
+    def all_objects(self) -> list[tuple[str, str, str]]:
+        """(kind, namespace, name) of everything stored."""
+        with self._cond:
+            return sorted((r.kind, ns, name) for r, objs in self._store.items() for (ns, name) in objs)
+
+    def calls(self, method: str | None = None) -> list[tuple[str, str]]:
+        return [(r.method, r.path) for r in list(self.requests) if method in (None, r.method)]
+
+    def put(self, obj: dict) -> dict:
+        """Store an object directly (test setup), as if created through the API."""
+        res = self.resource(obj["kind"], obj.get("apiVersion"))
+        ns = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
+        return self.create(res, ns, obj)
+
+    # ---- store operations (all under self._cond)
+    def _bump(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _emit(self, kind: str, res: Resource, obj: dict) -> None:
+        self._events.append(_Event(int(obj["metadata"]["resourceVersion"]), kind, res, copy.deepcopy(obj)))
+        self._cond.notify_all()
+
+    def _finish(self, res: Resource, obj: dict, old: dict | None) -> dict:
+        """Server-set fields, and the controller's status (only `ready` emulators)."""
+        meta = obj.setdefault("metadata", {})
+        obj["apiVersion"], obj["kind"] = res.group_version, res.kind
+        if old:
+            old_meta = old["metadata"]
+            meta["uid"], meta["creationTimestamp"] = old_meta["uid"], old_meta["creationTimestamp"]
+            changed = {k: v for k, v in obj.items() if k not in ("metadata", "status")} != \
+                      {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
+            if "status" not in obj and "status" in old:
+                obj["status"] = old["status"]
+        else:
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = _now()
+            meta["generation"] = 1
+        if res.kind in DEFAULTS:
+            obj.update(with_defaults(DEFAULTS[res.kind], obj))
+        meta.pop("managedFields", None)
+        meta["resourceVersion"] = self._bump()
+        if res.kind == "Service":
+            spec = obj.setdefault("spec", {})
+            if not spec.get("clusterIP") and spec.get("type") != "ExternalName":
+                digest = hashlib.sha256(f"{meta.get('namespace')}/{meta['name']}".encode()).digest()
+                spec["clusterIP"] = f"10.96.{digest[0]}.{digest[1] or 1}"
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        if self.ready:
+            status = ready_status(obj)
+            if status is not None:
+                obj["status"] = status
+        return obj
+
+    def create(self, res: Resource, ns: str, body: dict, dry_run: bool = False) -> dict:
+        with self._cond:
+            obj = copy.deepcopy(body)
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name"):
+                if not meta.get("generateName"):
+                    raise ApiError(422, "Invalid", f"{res.kind} has no metadata.name")
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            if res.namespaced:
+                if meta.get("namespace") and meta["namespace"] != ns:
+                    raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
+                                   "the namespace sent on the request")
+                meta["namespace"] = ns
+            else:
+                meta.pop("namespace", None)
+            key = (ns, meta["name"])
+            if key in self._store[res]:
+                raise ApiError(409, "AlreadyExists", f'{res.plural} "{meta["name"]}" already exists',
+                               {"name": meta["name"], "kind": res.plural, "group": res.group})
+            for k in ("uid", "resourceVersion", "creationTimestamp"):
+                meta.pop(k, None)
+            if res.kind == "Secret" and "stringData" in obj:
+                import base64
+
+                for k, v in obj.pop("stringData").items():
+                    obj.setdefault("data", {})[k] = base64.b64encode(v.encode()).decode()
+            obj = self._finish(res, obj, None)
+            if dry_run:
+                return obj
+            self._store[res][key] = obj
+            self._emit("ADDED", res, obj)
+            self._after_write(res, obj)
+            return copy.deepcopy(obj)
+
+    def replace(self, res: Resource, ns: str, name: str, body: dict, dry_run: bool = False) -> dict:
+        with self._cond:
+            old = self._store[res].get((ns, name))
+            if old is None:
+                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                               {"name": name, "kind": res.plural, "group": res.group})
+            sent_rv = (body.get("metadata") or {}).get("resourceVersion")
+            if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": '
+                               "the object has been modified; please apply your changes to the latest version and try again",
+                               {"name": name, "kind": res.plural, "group": res.group})
+            obj = copy.deepcopy(body)
+            obj.setdefault("metadata", {})["name"] = name
+            if res.namespaced:
+                obj["metadata"]["namespace"] = ns
+            obj = self._finish(res, obj, old)
+            if dry_run:
+                return obj
+            self._store[res][(ns, name)] = obj
+            self._emit("MODIFIED", res, obj)
+            self._after_write(res, obj)
+            return copy.deepcopy(obj)
+
+    def delete(self, res: Resource, ns: str, name: str, dry_run: bool = False) -> dict:
+        with self._cond:
+            obj = self._store[res].get((ns, name))
+            if obj is None:
+                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                               {"name": name, "kind": res.plural, "group": res.group})
+            if dry_run:
+                return obj
+            del self._store[res][(ns, name)]
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["resourceVersion"] = self._bump()
+            self._emit("DELETED", res, obj)
+            uid = obj["metadata"]["uid"]
+            for other_res, objs in self._store.items():  # garbage collection of dependents
+                for (ons, oname), other in list(objs.items()):
+                    if any(ref.get("uid") == uid for ref in other["metadata"].get("ownerReferences") or []):
+                        self.delete(other_res, ons, oname)
+            return obj
+
+    def _after_write(self, res: Resource, obj: dict) -> None:
+        """A Deployment's controller: one owned ReplicaSet with the same pod template (helm 3's --wait
+        looks for it)."""
+        if not self.ready or res.kind != "Deployment":
+            return
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        rs_res = self.resource("ReplicaSet")
+        template = copy.deepcopy(spec.get("template") or {})
+        digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+        name = f"{meta['name']}-{digest}"
+        for (ns, other), rs in list(self._store[rs_res].items()):
+            owners = rs["metadata"].get("ownerReferences") or []
+            if ns == meta["namespace"] and other != name and any(o.get("uid") == meta["uid"] for o in owners):
+                self.delete(rs_res, ns, other)
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": name, "namespace": meta["namespace"],
+                           "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                           "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
+                                                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+              "spec": {"replicas": spec.get("replicas", 1), "selector": spec.get("selector") or {},
+                       "template": template}}
+        if (meta["namespace"], name) in self._store[rs_res]:
+            self.replace(rs_res, meta["namespace"], name, rs)
+        else:
+            self.create(rs_res, meta["namespace"], rs)
+
+    def list(self, res: Resource, ns: str | None, query: dict) -> dict:
+        with self._cond:
+            items = [copy.deepcopy(o) for (ons, _), o in sorted(self._store[res].items())
+                     if (ns is None or ons == ns) and self._selected(o, query)]
+            return {"kind": f"{res.kind}List", "apiVersion": res.group_version,
+                    "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+
+    @staticmethod
+    def _selected(obj: dict, query: dict) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return label_selector_matches(query.get("labelSelector", ""), labels) and \
+            field_selector_matches(query.get("fieldSelector", ""), obj)
+
+    def patch(self, res: Resource, ns: str, name: str, content_type: str, body: bytes, query: dict) -> dict:
+        dry_run = bool(query.get("dryRun"))
+        try:
+            patch = json.loads(body or b"{}")
+        except ValueError as err:
+            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}")
+        with self._cond:
+            old = self._store[res].get((ns, name))
+            if content_type.startswith("application/apply-patch"):
+                # Server-side apply: the applied configuration is the object (one field manager).
+                if old is None:
+                    return self.create(res, ns, patch, dry_run=dry_run)
+                new = copy.deepcopy(patch)
+                new.setdefault("metadata", {}).pop("resourceVersion", None)
+                if "status" in old and "status" not in new:
+                    new["status"] = old["status"]
+                return self.replace(res, ns, name, new, dry_run=dry_run)
+            if old is None:
+                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                               {"name": name, "kind": res.plural, "group": res.group})
+            if content_type.startswith("application/merge-patch+json"):
+                new = merge_patch(old, patch)
+            elif content_type.startswith("application/strategic-merge-patch+json"):
+                new = strategic_merge_patch(old, patch)
+            elif content_type.startswith("application/json-patch+json"):
+                new = json_patch(old, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
+            new["metadata"].pop("resourceVersion", None)
+            return self.replace(res, ns, name, new, dry_run=dry_run)
+
+    # ---- watch
+    def watch(self, res: Resource, ns: str | None, query: dict, write) -> None:
+        """Stream events until timeoutSeconds, the client goes away, or the server stops."""
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        with self._cond:
+            start_rv = query.get("resourceVersion") or "0"
+            if query.get("sendInitialEvents") == "true" or start_rv in ("", "0"):
+                pending = [{"type": "ADDED", "object": o} for o in self.list(res, ns, query)["items"]]
+                cursor = len(self._events)
+                if query.get("sendInitialEvents") == "true":
+                    pending.append({"type": "BOOKMARK", "object": {
+                        "kind": res.kind, "apiVersion": res.group_version,
+                        "metadata": {"resourceVersion": str(self._rv),
+                                     "annotations": {"k8s.io/initial-events-end": "true"}}}})
+            else:
+                cursor = next((i for i, e in enumerate(self._events) if e.rv > int(start_rv)), len(self._events))
+                pending = []
+        while True:
+            for event in pending:
+                write(event)
+            pending = []
+            with self._cond:
+                while cursor >= len(self._events) and not self._stopping.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._cond.wait(min(left, 0.5))
+                if self._stopping.is_set():
+                    return
+                for event in self._events[cursor:]:
+                    if event.resource == res and (ns is None or event.obj["metadata"].get("namespace") == ns) \
+                            and self._selected(event.obj, query):
+                        pending.append({"type": event.type, "object": copy.deepcopy(event.obj)})
+                cursor = len(self._events)
+
+    # ---- discovery
+    def discovery(self, path: str) -> dict | None:
+        if path == "/version":
+            major, minor = self.kube_version.lstrip("v").split(".")[:2]
+            return {"major": major, "minor": minor, "gitVersion": self.kube_version, "gitCommit": "emulator",
+                    "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23",
+                    "compiler": "gc", "platform": "linux/amd64"}
+        if path == "/api":
+            return {"kind": "APIVersions", "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]}
+        groups: dict[str, list[str]] = {}
+        for res in self.resources:
+            if res.group:
+                versions = groups.setdefault(res.group, [])
+                if res.version not in versions:
+                    versions.append(res.version)
+        if path == "/apis":
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+                for g, vs in sorted(groups.items())]}
+        gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):] if path.startswith("/apis/") else None
+        if gv and (gv == "v1" or gv.count("/") == 1):
+            listed = [r for r in self.resources if r.group_version == gv]
+            if not listed:
+                return None
+            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced, "kind": r.kind,
+                 "verbs": VERBS} for r in listed]}
+        return None
+
+    def route(self, path: str) -> tuple[Resource, str | None, str | None, str | None] | None:
+        """URL path -> (resource, namespace or None, name or None, subresource or None)."""
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 3 and parts[0] == "api" and parts[1] == "v1":
+            gv, rest = "v1", parts[2:]
+        elif len(parts) >= 4 and parts[0] == "apis":
+            gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        by_plural = {r.plural: r for r in self.resources if r.group_version == gv}
+        if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] in by_plural and by_plural[rest[2]].namespaced:
+            res, ns, tail = by_plural[rest[2]], rest[1], rest[3:]
+        elif rest[0] in by_plural:
+            res, ns, tail = by_plural[rest[0]], None, rest[1:]
+            if res.namespaced and tail:
+                return None  # a namespaced object needs its namespace in the path
+            ns = None if res.namespaced else ""
+        else:
+            return None
+        name = tail[0] if tail else None
+        sub = tail[1] if len(tail) > 1 else None
+        return res, ns, name, sub
+
+
+def json_patch(target: dict, ops: list) -> dict:
+    """RFC 6902, add/remove/replace only."""
+    doc = copy.deepcopy(target)
+    for op in ops:
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent = doc
+        for part in parts[:-1]:
+            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+        last = parts[-1]
+        if isinstance(parent, list):
+            index = len(parent) if last == "-" else int(last)
+            if op["op"] == "add":
+                parent.insert(index, op["value"])
+            elif op["op"] == "remove":
+                parent.pop(index)
+            elif op["op"] == "replace":
+                parent[index] = op["value"]
+        elif op["op"] in ("add", "replace"):
+            parent[last] = op["value"]
+        elif op["op"] == "remove":
+            parent.pop(last)
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"json patch op {op['op']!r} is not supported")
+    return doc
+
+
+class _Handler(BaseHTTPRequestHandler):
+    kube: KubeEmulator
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.kube._sockets.add(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.kube._sockets.discard(self.connection)
+
+    def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _decode(self, body: bytes) -> dict:
+        content_type = self.headers.get("Content-Type", "")
+        try:
+            if content_type.startswith(PROTOBUF):
+                return decode_protobuf(body)
+            return json.loads(body)
+        except ValueError as err:
+            raise ApiError(415 if content_type.startswith(PROTOBUF) else 400, "BadRequest",
+                           f"cannot decode the {content_type or 'untyped'} body: {err}")
+
+    def _handle(self) -> None:
+        split = urlsplit(self.path)
+        path = split.path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        content_type = self.headers.get("Content-Type", "")
+        self.kube.requests.append(Request(self.command, path, query, content_type))
+        body = self._body()
+        kube = self.kube
+        try:
+            auth = self.headers.get("Authorization")
+            if auth is not None and kube.token and auth != f"Bearer {kube.token}":
+                raise ApiError(401, "Unauthorized", "Unauthorized")  # a wrong token; helm sends none over http
+            if self.command == "GET":
+                if path == "/openapi/v2":
+                    return self._send(200, b"", OPENAPI_V2_PB)  # an empty openapi_v2.Document
+                found = kube.discovery(path)
+                if found is not None:
+                    return self._send(200, found)
+            route = kube.route(path)
+            if route is None:
+                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({self.command} {path})")
+            res, ns, name, sub = route
+            dry_run = bool(query.get("dryRun"))
+            if sub not in (None, "status"):
+                raise ApiError(404, "NotFound", f"the emulator serves no subresource {sub!r}")
+            if self.command == "GET" and name is None:
+                if query.get("watch") in ("true", "1"):
+                    return self._watch(res, ns, query)
+                return self._send(200, kube.list(res, ns, query))
+            if name is None and self.command == "POST":
+                if ns is None:
+                    raise ApiError(405, "MethodNotAllowed", "POST needs a namespace in the path")
+                return self._send(201, kube.create(res, ns, self._decode(body), dry_run=dry_run))
+            if name is None:
+                raise ApiError(405, "MethodNotAllowed", f"{self.command} {path} is not supported")
+            ns = ns or ""
+            if self.command == "GET":
+                with kube._cond:
+                    obj = copy.deepcopy(kube._store[res].get((ns, name)))
+                if obj is None:
+                    raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
+                                   {"name": name, "kind": res.plural, "group": res.group})
+                return self._send(200, obj)
+            if self.command == "PUT":
+                return self._send(200, kube.replace(res, ns, name, self._decode(body), dry_run=dry_run))
+            if self.command == "PATCH":
+                return self._send(200, kube.patch(res, ns, name, content_type, body, query))
+            if self.command == "DELETE":
+                obj = kube.delete(res, ns, name, dry_run=dry_run)
+                return self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                        "details": {"name": name, "kind": res.plural, "group": res.group,
+                                                    "uid": obj["metadata"]["uid"]}})
+            raise ApiError(405, "MethodNotAllowed", f"{self.command} is not supported")
+        except ApiError as err:
+            self._send(err.code, err.status())
+        except Exception as err:  # noqa: BLE001 - an emulator bug must reach the client, not hang it
+            self._send(500, ApiError(500, "InternalError", f"emulator error: {type(err).__name__}: {err}").status())
+
+    def _watch(self, res: Resource, ns: str | None, query: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def write(event: dict) -> None:
+            data = json.dumps(event).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        try:
+            self.kube.watch(res, ns, query, write)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
