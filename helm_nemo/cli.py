@@ -161,30 +161,77 @@ def _helm():
     return helm_binary()
 
 
+def _skip_validation_option(func):
+    return click.option("--skip-manifest-validation", is_flag=True,
+                        help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
+
+
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
+@_skip_validation_option
 @click.pass_context
-def template(ctx, values_file, chart, chart_version, namespace, release):
-    """Render the release(s) of a values or recipe file with helm template."""
+def template(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation):
+    """Render the release(s) of a values or recipe file with helm template (validated before output)."""
     from . import commands
 
     try:
         plans = _plans(values_file, release, chart, chart_version)
-        sys.exit(commands.template(plans, _helm(), _extra(ctx, namespace)))
+        extra = _extra(ctx, namespace)
+        check = None
+        if not skip_manifest_validation:
+            from .manifest_validation import SKIP_HINT, check_rendered, kube_version_from_flags
+
+            kube = kube_version_from_flags(extra)
+            echo = lambda line: click.echo(line, err=True)  # noqa: E731
+            check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
+        sys.exit(commands.template(plans, _helm(), extra, check=check))
     except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
         _fail(err)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
+@_skip_validation_option
 @click.pass_context
-def install(ctx, values_file, chart, chart_version, namespace, release):
-    """Install the release(s) of a values or recipe file, in order."""
+def install(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation):
+    """Install the release(s) of a values or recipe file, in order (all validated before the first install)."""
     from . import commands
 
     try:
         plans = _plans(values_file, release, chart, chart_version)
-        sys.exit(commands.install(plans, _helm(), _extra(ctx, namespace)))
+        extra, helm = _extra(ctx, namespace), _helm()
+        if not skip_manifest_validation:
+            from .manifest_validation import preflight
+
+            for plan in plans:
+                commands.stamp_job_time(plan)  # validate exactly what is installed
+            code = preflight(plans, helm, extra, echo=lambda line: click.echo(line, err=True))
+            if code:
+                sys.exit(code)
+        sys.exit(commands.install(plans, helm, extra))
+    except Exception as err:  # noqa: BLE001
+        _fail(err)
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.option("--kube-version", default=None, metavar="X.Y",
+              help="Kubernetes version to validate for (default 1.32); also passed to helm template.")
+@click.pass_context
+def lint(ctx, values_file, chart, chart_version, namespace, release, kube_version):
+    """Render the release(s) and validate every object offline: Kubernetes and CRD schemas (all errors),
+    names, quantities, GPUs and fabric vs the accelerator profile, env, volumes. Exit 2 on problems."""
+    try:
+        from .manifest_validation import DEFAULT_KUBE_VERSION, lint_plans, resolve_kube_version
+
+        plans = _plans(values_file, release, chart, chart_version)
+        extra = _extra(ctx, namespace)
+        kube = kube_version or DEFAULT_KUBE_VERSION
+        resolve_kube_version(kube)  # a bad version fails before anything is rendered
+        if kube_version:
+            extra = ["--kube-version", kube_version] + extra
+        sys.exit(lint_plans(plans, _helm(), extra, kube_version=kube, echo=click.echo,
+                            err=lambda line: click.echo(line, err=True)))
     except Exception as err:  # noqa: BLE001
         _fail(err)
 

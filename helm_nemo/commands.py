@@ -47,17 +47,37 @@ def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str],
                           text=True, check=False)
 
 
+def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess:
+    """`helm template` of one plan with stdout and stderr captured (what offline validation reads)."""
+    return _run(helm, ["template"], plan, extra, capture=True)
+
+
+# Exit code when the rendered manifests have problems (helm_nemo.manifest_validation); same as a user error.
+EXIT_INVALID_MANIFESTS = 2
+
+
 def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
-             echo: Echo = _stderr) -> int:
+             echo: Echo = _stderr, check: Callable[[ReleasePlan, str], bool] | None = None) -> int:
+    """Render every release. With `check` (plan, rendered text) -> ok, every release is rendered and
+    checked first, and nothing is written unless all are ok."""
+    rendered: list[tuple[ReleasePlan, str]] = []
     for plan in plans:
         for warning in plan.warnings:
             echo(f"warning: {warning}")
-        proc = _run(helm, ["template"], plan, extra, capture=True)
+        proc = render(plan, helm, extra)
         if proc.returncode != 0:
             echo(proc.stderr.rstrip())
             echo(f"helm nemo: rendering release {plan.release} failed")
             return proc.returncode or 1
-        out.write(proc.stdout)
+        if check is None:
+            out.write(proc.stdout)
+        else:
+            rendered.append((plan, proc.stdout))
+    if check is not None:
+        if not all([check(plan, text) for plan, text in rendered]):  # a list: every release is checked
+            return EXIT_INVALID_MANIFESTS
+        for _, text in rendered:
+            out.write(text)
     return 0
 
 
