@@ -228,7 +228,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-MERGE_KEYS = ("name", "mountPath", "containerPort", "devicePath", "type", "ip", "topologyKey")
+MERGE_KEYS = ("name", "mountPath", "containerPort", "port", "devicePath", "type", "ip", "topologyKey")
 
 
 def _merge_key(items: list) -> str | None:
@@ -277,15 +277,19 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+def _plain(patch: list) -> list:
+    """A patch list as a value: without `$patch` items and directive keys."""
+    return [{k: copy.deepcopy(v) for k, v in i.items() if not k.startswith("$")} if isinstance(i, dict) else i
+            for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+
+
 def _smp_list(target: Any, patch: list) -> list:
-    if not isinstance(target, list) or not patch:
-        return [{k: v for k, v in i.items() if k != "$patch"} if isinstance(i, dict) else i for i in patch
-                if not (isinstance(i, dict) and i.get("$patch") == "delete")]
-    if any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    if not isinstance(target, list) or not patch or \
+            any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+        return _plain(patch)
     key = _merge_key(patch)
     if not key or not all(isinstance(i, dict) and key in i for i in target):
-        return copy.deepcopy(patch)
+        return _plain(patch)
     out = [copy.deepcopy(i) for i in target]
     for item in patch:
         index = next((n for n, cur in enumerate(out) if cur.get(key) == item[key]), None)
