@@ -103,14 +103,24 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
 
 
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:
-    failed = []
+    """Reverse order. A release that is not installed is skipped (the clean-up after an install that
+    stopped half-way, which install suggests), unless none of the releases is installed."""
+    failed, missing = [], []
     for index, plan in enumerate(reversed(plans), start=1):
         echo(f"[{index}/{len(plans)}] uninstall {plan.release}")
         flags = translate_flags(extra, helm.major) if needs_translation(extra) else list(extra)
-        proc = subprocess.run([helm.path, "uninstall", plan.release, *flags], check=False)
-        if proc.returncode != 0:
+        proc = subprocess.run([helm.path, "uninstall", plan.release, *flags], stderr=subprocess.PIPE, text=True,
+                              check=False)
+        if proc.returncode != 0 and "release: not found" in (proc.stderr or ""):
+            echo(f"  {plan.release} is not installed; skipped")
+            missing.append(plan.release)
+        elif proc.returncode != 0:
+            echo((proc.stderr or "").rstrip())
             failed.append(plan.release)
     if failed:
         echo(f"helm nemo: could not uninstall: {', '.join(failed)}")
+        return 1
+    if missing and len(missing) == len(plans):
+        echo(f"helm nemo: no release of {plans[0].source} is installed (in this namespace?): {', '.join(missing)}")
         return 1
     return 0

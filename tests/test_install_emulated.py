@@ -277,12 +277,14 @@ def test_nemo_install_failure_stops_and_says_what_is_installed(helm, kube, env):
     assert kube.objects("PersistentVolumeClaim") == []
     assert "exists" in proc.stderr and "llama31-405b-checkpoints-pv" in proc.stderr
 
-    # The suggested clean-up removes what was installed. It exits 1 today, because helm reports the
-    # two releases that were never installed as "not found" (helm has --ignore-not-found for that).
-    proc = nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env)
-    assert "could not uninstall: llama31-405b, llama31-405b-storage" in proc.stderr
+    # The suggested clean-up removes what was installed and skips the releases that never were.
+    proc = ok(nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env))
+    assert "llama31-405b-storage is not installed; skipped" in proc.stderr
     assert chart_objects(kube) == [("PersistentVolume", "", "llama31-405b-storage-llama31-405b-checkpoints-pv")]
     assert release_secrets(kube, "ml-team") == {}
+    # Nothing of the recipe installed (say, the wrong namespace): that is an error.
+    proc = nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env)
+    assert proc.returncode == 1 and "no release of" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------------
