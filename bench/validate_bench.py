@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Benchmark: validating 1,000 rendered documents with helm_nemo.manifest_validation (target <= 0.5 s).
+
+The documents are the golden renders of every chart (tests/golden/**), repeated to 1,000: JobSets,
+Jobs, Deployments, DaemonSets, ConfigMaps, Services, PVs, a ComputeDomain, ... All are valid, which is
+the common case (an invalid document additionally runs jsonschema for its messages).
+
+Figures (each the median of --rounds runs, every run in a fresh interpreter so nothing is cached):
+  cold      validate_manifests(1,000 parsed documents) in a new process: loading and compiling every
+            schema is included (what `helm nemo lint` pays once)
+  warm      the same call again in the same process (schemas cached)
+  parse     parsing the 1,000 documents from `helm template` text first (CSafeLoader), then validating warm
+`seconds` (compared with the target by bench/run.py) is the cold figure.
+
+  .venv/bin/python bench/validate_bench.py [--rounds N] [--documents N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 0.5
+
+
+def one_run(documents: int) -> dict:
+    """Runs inside a fresh interpreter: cold, warm and parse timings for `documents` documents."""
+    sys.path.insert(0, str(ROOT))
+    from helm_nemo.manifest_validation import parse_documents, validate_manifests
+
+    texts = [p.read_text() for p in sorted((ROOT / "tests" / "golden").glob("**/*.yaml"))]
+    base = [d.data for text in texts for d in parse_documents(text)[0]]
+    docs = (base * (documents // len(base) + 1))[:documents]
+    stream = "".join(texts * (documents // len(base) + 1))
+
+    start = time.perf_counter()
+    cold_problems = validate_manifests(docs)
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    validate_manifests(docs)
+    warm = time.perf_counter() - start
+    start = time.perf_counter()
+    parsed = parse_documents(stream)[0][:documents]
+    validate_manifests(parsed)
+    parse = time.perf_counter() - start
+    kinds = sorted({d["kind"] for d in base})
+    return {"cold": cold, "warm": warm, "parse": parse, "problems": len(cold_problems), "kinds": kinds,
+            "distinct": len(base)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--documents", type=int, default=1000)
+    parser.add_argument("--json", action="store_true", help="last line: the result as JSON (for bench/run.py)")
+    parser.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one_run:
+        print(json.dumps(one_run(args.documents)))
+        return 0
+    runs = []
+    for _ in range(args.rounds):
+        proc = subprocess.run([sys.executable, __file__, "--one-run", "--documents", str(args.documents)],
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return 1
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    med = {key: statistics.median(r[key] for r in runs) for key in ("cold", "warm", "parse")}
+    result = {"documents": args.documents, "seconds": med["cold"], "target": TARGET, "cold": med["cold"],
+              "warm": med["warm"], "parse_and_validate_warm": med["parse"], "rounds": args.rounds,
+              "problems": runs[0]["problems"], "distinct_documents": runs[0]["distinct"], "kinds": runs[0]["kinds"],
+              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    print(f"{args.documents} documents ({runs[0]['distinct']} distinct golden renders, {len(runs[0]['kinds'])} kinds; "
+          f"{runs[0]['problems']} problem(s) found), median of {args.rounds} fresh processes on "
+          f"{os.cpu_count()} CPUs:")
+    print(f"  cold (schemas loaded and compiled): {med['cold']:.3f} s  (target <= {TARGET} s) "
+          f"{'ok' if med['cold'] <= TARGET else 'MISSED'}")
+    print(f"  warm (schemas cached):              {med['warm']:.3f} s")
+    print(f"  parse YAML + validate (warm):       {med['parse']:.3f} s")
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
