@@ -539,7 +539,7 @@ def dns_problems(value: Any, rule: str) -> list[str]:
 _NAME_RULES = {
     "Service": "label1035", "Namespace": "label1123",
     # The Job's name is the value of its pods' batch.kubernetes.io/job-name label (<= 63).
-    "Job": "label1123", "CronJob": "label1123",
+    "Job": "label1123", "CronJob": "label1123",  # CronJob: <= 52 as well, see _check_names
     # A JobSet's name starts its Jobs' names, which the JobSet webhook checks as DNS-1035 labels.
     "JobSet": "label1035",
     "Role": "path-segment", "ClusterRole": "path-segment", "RoleBinding": "path-segment",
@@ -732,6 +732,9 @@ def _check_names(out: _Collector, doc: Mapping, pods: list[PodTemplate]) -> None
     if name is not None:
         for why in dns_problems(name, _NAME_RULES.get(out.kind, "subdomain")):
             out.add(("metadata", "name"), f"{out.kind} name {why}", "dns-name")
+    if out.kind == "CronJob" and isinstance(name, str) and len(name) > 52:
+        out.add(("metadata", "name"), f"CronJob name {name!r} is {len(name)} characters, more than 52 (its Jobs "
+                                      "append an 11-character suffix)", "dns-name")
     if meta.get("namespace") is not None:
         for why in dns_problems(meta["namespace"], "label1123"):
             out.add(("metadata", "namespace"), f"namespace {why}", "dns-name")
