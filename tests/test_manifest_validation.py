@@ -1,7 +1,7 @@
 """Offline validation of rendered manifests (helm_nemo.manifest_validation, `helm nemo lint`).
 
-Every golden render of every chart validates clean (a known chart defect is listed in KNOWN and must
-stay exactly as listed); so do our charts' parity renders. Each check has a planted error caught with
+Every golden render of every chart validates clean (a known chart defect would be listed in KNOWN and
+must stay exactly as listed); so do our charts' parity renders. Each check has a planted error caught with
 its check id and JSON path, so removing a check fails a test (test_every_check_has_a_planted_error
 keeps the table complete). No timing asserts here: bench/validate_bench.py measures speed.
 """
@@ -26,13 +26,9 @@ GOLDENS = sorted(GOLDEN.glob("**/*.yaml"))
 
 # Real defects of a chart, found by this validator and reported; they must be fixed in the chart (and
 # the golden re-recorded), then removed here. Each entry: golden -> [(check, kind/name, path)].
-KNOWN = {
-    # nemo-training's job template sets GLOO_SOCKET_IFNAME=eth0 for EKS and the p4de/p5/p5en profiles'
-    # network.ncclEnv sets it again (generator/nemo-training/templates/job.yaml.j2).
-    "examples/p4de-gpt3-5b.yaml": [
-        ("duplicate-env", "Job/gpt3-5b", "$.spec.template.spec.containers[0].env[22].name"),
-    ],
-}
+# Known chart defects, listed exactly (empty: nemo-training 1.0.1 fixed the duplicate GLOO_SOCKET_IFNAME
+# of the EKS profiles that this check found).
+KNOWN: dict[str, list] = {}
 
 
 def golden_docs(name: str) -> list[dict]:
