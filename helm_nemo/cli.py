@@ -6,6 +6,7 @@ stays fast. User errors print one screen and exit 2; tracebacks only with --debu
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -166,103 +167,98 @@ def _skip_validation_option(func):
                         help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
 
 
+def _release_command(body):
+    """A release command's frame: build the plans, run `body(plans, extra, **options)`, exit with its code.
+
+    Errors become exit codes here only: user errors 2 (one screen, nothing sent to helm), others 1.
+    """
+
+    @functools.wraps(body)
+    @click.pass_context
+    def command(ctx, values_file, chart, chart_version, namespace, release, **options):
+        try:
+            plans = _plans(values_file, release, chart, chart_version)
+            sys.exit(body(plans, _extra(ctx, namespace), **options))
+        except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+            _fail(err)
+
+    return command
+
+
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
-@click.pass_context
-def template(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation):
-    """Render the release(s) of a values or recipe file with helm template (validated before output)."""
+@_release_command
+def template(plans, extra, skip_manifest_validation):
+    """Render the release(s) of a values or recipe file with helm template (validated before printing)."""
     from . import commands
 
-    try:
-        plans = _plans(values_file, release, chart, chart_version)
-        extra = _extra(ctx, namespace)
-        check = None
-        if not skip_manifest_validation:
-            from .manifest_validation import SKIP_HINT, check_rendered, kube_version_from_flags
+    check = None
+    if not skip_manifest_validation:
+        from .manifest_validation import SKIP_HINT, check_rendered, kube_version_from_flags
 
-            kube = kube_version_from_flags(extra)
-            echo = lambda line: click.echo(line, err=True)  # noqa: E731
-            check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
-        sys.exit(commands.template(plans, _helm(), extra, check=check))
-    except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
-        _fail(err)
+        kube = kube_version_from_flags(extra)
+        echo = lambda line: click.echo(line, err=True)  # noqa: E731
+        check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
+    return commands.template(plans, _helm(), extra, check=check)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
-@click.pass_context
-def install(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation):
+@_release_command
+def install(plans, extra, skip_manifest_validation):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install)."""
     from . import commands
 
-    try:
-        plans = _plans(values_file, release, chart, chart_version)
-        extra, helm = _extra(ctx, namespace), _helm()
-        if not skip_manifest_validation:
-            from .manifest_validation import preflight
+    helm = _helm()
+    if not skip_manifest_validation:
+        from .manifest_validation import preflight
 
-            for plan in plans:
-                commands.stamp_job_time(plan)  # validate exactly what is installed
-            code = preflight(plans, helm, extra, echo=lambda line: click.echo(line, err=True))
-            if code:
-                sys.exit(code)
-        sys.exit(commands.install(plans, helm, extra))
-    except Exception as err:  # noqa: BLE001
-        _fail(err)
+        for plan in plans:
+            commands.stamp_job_time(plan)  # validate exactly what is installed
+        code = preflight(plans, helm, extra, echo=lambda line: click.echo(line, err=True))
+        if code:
+            return code
+    return commands.install(plans, helm, extra)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @click.option("--kube-version", default=None, metavar="X.Y",
               help="Kubernetes version to validate for (default 1.32); also passed to helm template.")
-@click.pass_context
-def lint(ctx, values_file, chart, chart_version, namespace, release, kube_version):
+@_release_command
+def lint(plans, extra, kube_version):
     """Render the release(s) and validate every object offline: Kubernetes and CRD schemas (all errors),
     names, quantities, GPUs and fabric vs the accelerator profile, env, volumes. Exit 2 on problems."""
-    try:
-        from .manifest_validation import DEFAULT_KUBE_VERSION, lint_plans, resolve_kube_version
+    from .manifest_validation import DEFAULT_KUBE_VERSION, lint_plans, resolve_kube_version
 
-        plans = _plans(values_file, release, chart, chart_version)
-        extra = _extra(ctx, namespace)
-        kube = kube_version or DEFAULT_KUBE_VERSION
-        resolve_kube_version(kube)  # a bad version fails before anything is rendered
-        if kube_version:
-            extra = ["--kube-version", kube_version] + extra
-        sys.exit(lint_plans(plans, _helm(), extra, kube_version=kube, echo=click.echo,
-                            err=lambda line: click.echo(line, err=True)))
-    except Exception as err:  # noqa: BLE001
-        _fail(err)
+    kube = kube_version or DEFAULT_KUBE_VERSION
+    resolve_kube_version(kube)  # a bad version fails before anything is rendered
+    if kube_version:
+        extra = ["--kube-version", kube_version] + extra
+    return lint_plans(plans, _helm(), extra, kube_version=kube, echo=click.echo, err=lambda line: click.echo(line, err=True))
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")
-@click.pass_context
-def upgrade(ctx, values_file, chart, chart_version, namespace, release, install_missing):
+@_release_command
+def upgrade(plans, extra, install_missing):
     """Upgrade the release(s) of a values or recipe file, in order."""
     from . import commands
 
-    try:
-        plans = _plans(values_file, release, chart, chart_version)
-        sys.exit(commands.install(plans, _helm(), _extra(ctx, namespace), upgrade=True, install_missing=install_missing))
-    except Exception as err:  # noqa: BLE001
-        _fail(err)
+    return commands.install(plans, _helm(), extra, upgrade=True, install_missing=install_missing)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
-@click.pass_context
-def uninstall(ctx, values_file, chart, chart_version, namespace, release):
+@_release_command
+def uninstall(plans, extra):
     """Uninstall the release(s) of a values or recipe file, in reverse order."""
     from . import commands
 
-    try:
-        plans = _plans(values_file, release, chart, chart_version)
-        sys.exit(commands.uninstall(plans, _helm(), _extra(ctx, namespace)))
-    except Exception as err:  # noqa: BLE001
-        _fail(err)
+    return commands.uninstall(plans, _helm(), extra)
 
 
 @main.command()

@@ -69,3 +69,14 @@ def helm3(helm_home) -> Helm:
 @pytest.fixture(scope="session")
 def helm4(helm_home) -> Helm:
     return Helm("helm4", HELMS["helm4"], helm_home)
+
+
+def assert_golden(golden: Path, rendered: str, *, writer: bool = True) -> None:
+    """Compare a render with its reviewed snapshot. `UPDATE_GOLDEN=1` rewrites the snapshot (only from
+    the `writer` run when several helm versions render the same case); review `git diff tests/golden`
+    and give the reason in the commit message."""
+    if os.environ.get("UPDATE_GOLDEN") == "1" and (writer or not golden.exists()):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+    assert golden.exists(), f"no snapshot {golden}: run with UPDATE_GOLDEN=1 and review it"
+    assert rendered == golden.read_text(), f"the render differs from {golden} (UPDATE_GOLDEN=1 rewrites it; review the diff)"

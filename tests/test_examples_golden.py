@@ -9,12 +9,11 @@ and say why in the commit message.
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
 
-from conftest import API_VERSIONS, KUBE_VERSION
+from conftest import API_VERSIONS, KUBE_VERSION, assert_golden
 from helm_nemo import commands
 from helm_nemo.helm_runner import helm_binary
 from helm_nemo.release_plan import build_plans
@@ -59,8 +58,4 @@ def test_example_golden(example, helm3, helm4):
     rendered = render(example, helm3.binary)
     assert rendered == render(example, helm4.binary), "Helm 3 and Helm 4 render differently"
     golden = GOLDEN / f"{example.stem}.yaml"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered)
-    assert golden.exists(), f"no snapshot {golden}: run with UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text(), f"{example.name} renders differently from {golden} (UPDATE_GOLDEN=1 to accept)"
+    assert_golden(golden, rendered)

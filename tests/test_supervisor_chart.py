@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from conftest import assert_golden
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,11 +162,7 @@ def render_golden(helm, case: str) -> str:
 def test_golden(helm, case):
     out = render_golden(helm, case)
     golden = GOLDEN / f"{case}.yaml"
-    if os.environ.get("UPDATE_GOLDEN") == "1" and (helm.name == "helm3" or not golden.exists()):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(out)
-    assert golden.exists(), f"run with UPDATE_GOLDEN=1 to create {golden}"
-    assert out == golden.read_text(), f"{helm.name} render of {case} differs from {golden} (UPDATE_GOLDEN=1 rewrites)"
+    assert_golden(golden, out, writer=helm.name == "helm3")
 
 
 def test_helm3_and_helm4_render_the_same(helm3, helm4):
