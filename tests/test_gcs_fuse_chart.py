@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_golden
+from conftest import assert_golden, render_fixture
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,10 +105,7 @@ GOLDEN_CASES = {
 
 def render_golden(helm, case: str) -> str:
     folder, extra = GOLDEN_CASES[case]
-    cwd = PARITY / folder
-    args = [str(CHART) if arg == "CHART" else arg for arg in (cwd / "command.txt").read_text().split()]
-    release, chart = args[-2], args[-1]
-    return helm.template(release, Path(chart), *args[:-2], *extra, cwd=cwd).stdout
+    return render_fixture(helm, PARITY / folder, CHART, *extra)
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from conftest import render_fixture
 from helm_nemo.manifests import Difference, parse_manifests, semantic_diff  # noqa: F401 (Difference: type of explain)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,10 +28,7 @@ ALLOWED = _yaml.load((PARITY / "allowed-differences.yaml").read_text()) or []
 
 
 def render(helm, case: str, chart: str) -> str:
-    case_dir = FIXTURES / case
-    args = [line.strip() for line in (case_dir / "command.txt").read_text().splitlines() if line.strip()]
-    args = [str(ROOT / chart) if a == "CHART" else a for a in args]
-    return helm.run("template", *args, cwd=case_dir).stdout
+    return render_fixture(helm, FIXTURES / case, ROOT / chart)
 
 
 def rename_derived_volumes(docs: list[dict]) -> list[dict]:

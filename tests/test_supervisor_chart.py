@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_golden
+from conftest import assert_golden, render_fixture
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,10 +152,7 @@ GOLDEN_CASES = {
 
 
 def render_golden(helm, case: str) -> str:
-    command = (PARITY_CASE / "command.txt").read_text().split()
-    args = [str(CHART) if arg == "CHART" else arg for arg in command]
-    release, chart = args[-2], args[-1]
-    return helm.template(release, Path(chart), *args[:-2], *GOLDEN_CASES[case], cwd=PARITY_CASE).stdout
+    return render_fixture(helm, PARITY_CASE, CHART, *GOLDEN_CASES[case])
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
