@@ -123,11 +123,14 @@ def parse_documents(text: str) -> tuple[list[Document], list[ManifestProblem]]:
 
 
 def _kubernetes_validate_root() -> Path:
-    try:
-        import kubernetes_validate
-    except ImportError as err:  # pragma: no cover - a venv made before the dependency was added
-        raise RuntimeError("the kubernetes-validate package is missing: pip install -e . (or make setup)") from err
-    return Path(kubernetes_validate.__file__).resolve().parent / "kubernetes-json-schema"
+    """The schema folder kubernetes-validate ships, found without importing it (its import pulls in
+    jsonschema: ~100 ms that a clean validation never needs)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("kubernetes_validate")
+    if spec is None or not spec.submodule_search_locations:  # pragma: no cover - a venv made before the dependency
+        raise RuntimeError("the kubernetes-validate package is missing: pip install -e . (or make setup)")
+    return Path(list(spec.submodule_search_locations)[0]).resolve() / "kubernetes-json-schema"
 
 
 @lru_cache(maxsize=None)
@@ -434,20 +437,28 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "patt
 
 @lru_cache(maxsize=None)
 def _definitions(kube: tuple[int, int]) -> dict:
-    return _registry(kube).contents(DEFS_ID).get("$defs", {})
+    """The shared $defs of the core schemas (the document _registry() serves as DEFS_ID), read directly."""
+    return json.loads((_core_dir(kube) / "_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
 
 
 class _Checker:
     """A jsonschema validator with a compiled yes/no fast path in front of it."""
 
     def __init__(self, schema: dict, kube: tuple[int, int]):
-        from jsonschema import Draft202012Validator
-
-        self.slow = Draft202012Validator(schema, registry=_registry(kube))
+        self.schema, self.kube, self._slow = schema, kube, None
         try:
             self.fast = _FastCompiler(schema, _definitions(kube)).compile(schema)
         except _Unsupported:
             self.fast = None
+
+    @property
+    def slow(self):
+        """jsonschema, built only when a document fails the fast check (or the check cannot be compiled)."""
+        if self._slow is None:
+            from jsonschema import Draft202012Validator
+
+            self._slow = Draft202012Validator(self.schema, registry=_registry(self.kube))
+        return self._slow
 
     def iter_errors(self, doc: Any):
         if self.fast is not None and self.fast(doc):

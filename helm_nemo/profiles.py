@@ -25,11 +25,11 @@ def parse_yaml(text: str) -> Any:
 
 
 def load_profile(path: Path) -> dict[str, Any]:
-    import jsonschema
+    from .schema_check import Validator  # the draft-07 subset validator: no jsonschema import on CLI paths
 
     profile = read_yaml(path)
     schema = json.loads((paths.schemas_dir() / "accelerator-profile.schema.json").read_text())
-    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(profile), key=lambda e: list(e.path))
+    errors = sorted(Validator(schema).iter_errors(profile), key=lambda e: [str(p) for p in e.path])
     if errors:
         lines = [f"{path}: $.{'.'.join(str(p) for p in e.path)}: {e.message}" for e in errors]
         raise ProfileError("invalid accelerator profile:\n" + "\n".join(lines))
