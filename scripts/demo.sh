@@ -15,7 +15,7 @@ echo "== helm $("$HELM" version --template '{{.Version}}'): installing the plugi
 "$HELM" plugin list
 
 # Project-specific names the recipe takes from the environment (here: stand-ins).
-export GCS_BUCKET="${GCS_BUCKET:-demo-bucket}" KUEUE_NAME="${KUEUE_NAME:-a3-ultra}"
+export PROJECT_ID="${PROJECT_ID:-demo-project}" GCS_BUCKET="${GCS_BUCKET:-demo-bucket}" KUEUE_NAME="${KUEUE_NAME:-a3-ultra}"
 RECIPE=values/examples/a3ultra-405b.yaml
 echo "== helm nemo validate --values $RECIPE"
 "$HELM" nemo validate --values "$RECIPE"
