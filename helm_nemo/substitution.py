@@ -11,9 +11,9 @@ names and eats shell `$1`/`$labels`; so, following helm-ecosystem.md §3.3:
 - an unset name is an error, and every problem in the file is reported at once, with file:line:col;
 - names in `keep` (the pod's own variables: `${NNODES}`, `${JOB_IDENTIFIER}`, env names the values
   define in workload.envs …) are never substituted and never an error: the pod's shell expands them;
-- typing: a plain (unquoted) scalar that is exactly one reference is re-typed with YAML 1.2 core rules
-  (`08` -> 8, `yes` stays "yes", `.inf` stays a string); quoted or partial references stay strings, so
-  `tag: "${TAG}"` with TAG=1.10 gives "1.10". Quote a reference to keep a string.
+- typing: a substituted value is always the string the variable holds; it never changes type
+  (TAG=1.10 gives "1.10", FLAG=yes gives "yes", N=08 gives "08"), so a number or boolean a schema
+  needs is written literally in the file, and the schema names the line when a string lands there.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _BODY = re.compile(rf"(?P<name>{_NAME})(?:(?P<op>:-|:\?)(?P<arg>.*))?", re.S)
 _EXPECTED = "${NAME}, ${NAME:-default} or ${NAME:?message}"
 # YAML 1.2 core schema (no yes/no/on/off, no octal, no sexagesimal); .inf/.nan stay strings (JSON has no such number).
-_INT = re.compile(r"[-+]?[0-9]+")
-_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
 @dataclass
@@ -111,21 +109,6 @@ def runtime_names(data: Any) -> set[str]:
     return names
 
 
-def retype(text: str) -> Any:
-    """YAML 1.2 core schema for a whole plain scalar: int, float, true/false, null; else the string."""
-    if text in ("true", "True", "TRUE"):
-        return True
-    if text in ("false", "False", "FALSE"):
-        return False
-    if text in ("null", "Null", "NULL", "~", ""):
-        return None
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    return text
-
-
 def _closing_brace(text: str, start: int) -> int:
     """Index of the `}` closing the `${` whose `{` is at start-1 (nested braces balanced), or -1."""
     depth = 1
@@ -170,9 +153,7 @@ class _Substituter:
             self.used[self.prefix + where] = names
         if secrets:
             self.secrets[where] = secrets
-        if whole and self.loaded.is_plain(where):
-            return retype(result)
-        return result
+        return result  # a string stays a string (see the module docstring: no re-typing)
 
     def expand(self, text: str, where: tuple, names: list[str], secrets: list[str]) -> tuple[str, bool]:
         """Expand `text`; the flag says it was exactly one reference that got substituted (re-typable)."""

@@ -75,10 +75,10 @@ def test_value_with_newlines_cannot_inject_keys(tmp_path):
     assert data == {"note": "hello\nreplicas: 999", "replicas": 1}
 
 
-def test_quoted_reference_keeps_a_string_plain_one_is_retyped(tmp_path):
+def test_substituted_values_stay_strings_quoted_or_not(tmp_path):
     data = subst(tmp_path, 'tag: "${V}"\nplain: ${V}\nn: ${N}\nflag: ${F}\npart: x${N}\n',
                  {"V": "1.10", "N": "08", "F": "yes"})
-    assert data == {"tag": "1.10", "plain": 1.1, "n": 8, "flag": "yes", "part": "x08"}
+    assert data == {"tag": "1.10", "plain": "1.10", "n": "08", "flag": "yes", "part": "x08"}
 
 
 def test_runtime_variables_survive(tmp_path):
@@ -112,7 +112,7 @@ def test_malformed_reference_is_an_error(tmp_path):
 
 
 def test_allow_list(tmp_path):
-    assert subst(tmp_path, "a: ${OK}\n", {"OK": "1"}, allow={"OK"}) == {"a": 1}
+    assert subst(tmp_path, "a: ${OK}\n", {"OK": "1"}, allow={"OK"}) == {"a": "1"}
     with pytest.raises(UserError, match="not in the allowed list"):
         subst(tmp_path, "a: ${SECRET_TOKEN}\n", {"SECRET_TOKEN": "s3cr3t"}, allow={"OK"})
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.substitution import RUNTIME_VARIABLES, retype, runtime_names, substitute
+from helm_nemo.substitution import RUNTIME_VARIABLES, runtime_names, substitute
 from helm_nemo.user_errors import UserError
 from helm_nemo.values_file import load_values
 
@@ -80,25 +80,16 @@ def test_quoted_reference_stays_a_string(tmp_path):
     assert got == {"tag": "1.10", "single": "1.10", "block": "1.10\n"}
 
 
-def test_whole_plain_reference_is_retyped_with_yaml_1_2_core(tmp_path):
-    text = "f: ${V}\nn: ${N}\nflag: ${F}\nt: ${T}\nz: ${Z}\ndef: ${UNSET:-16}\ninf: ${I}\n"
+def test_substituted_values_never_change_type(tmp_path):
+    text = "f: ${V}\nn: ${N}\nflag: ${F}\nt: ${T}\nz: ${Z}\ndef: ${UNSET:-16}\ninf: ${I}\nq: \"${V}\"\n"
     got = data(tmp_path, text, {"V": "1.10", "N": "08", "F": "yes", "T": "true", "Z": "null", "I": ".inf"})
-    assert got == {"f": 1.1, "n": 8, "flag": "yes", "t": True, "z": None, "def": 16, "inf": ".inf"}
-    assert type(got["n"]) is int
+    assert got == {"f": "1.10", "n": "08", "flag": "yes", "t": "true", "z": "null", "def": "16", "inf": ".inf",
+                   "q": "1.10"}
+    assert all(type(v) is str for v in got.values())
 
 
 def test_partial_plain_reference_stays_a_string(tmp_path):
     assert data(tmp_path, "a: x${N}\nb: ${N}${N}\n", {"N": "8"}) == {"a": "x8", "b": "88"}
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("8", 8), ("-3", -3), ("08", 8), ("1.5", 1.5), ("1e3", 1000.0), (".5", 0.5), ("true", True), ("FALSE", False),
-    ("null", None), ("", None), ("yes", "yes"), ("on", "on"), ("0o17", "0o17"), ("1:20", "1:20"), ("v1", "v1"),
-    (".nan", ".nan"),
-])
-def test_retype(text, expected):
-    value = retype(text)
-    assert value == expected and type(value) is type(expected)
 
 
 # --- pod runtime variables -------------------------------------------------------------------------
@@ -114,7 +105,7 @@ def test_runtime_variables_survive_even_when_set_locally(tmp_path):
 
 def test_explicit_keep_replaces_the_default(tmp_path):
     got = data(tmp_path, "a: ${NNODES}\nb: ${MINE}\n", {"NNODES": "2"}, keep={"MINE"})
-    assert got == {"a": 2, "b": "${MINE}"}
+    assert got == {"a": "2", "b": "${MINE}"}
 
 
 def test_runtime_variable_names():
@@ -178,7 +169,7 @@ def test_problems_of_different_kinds_come_together(tmp_path):
 
 
 def test_allow_list(tmp_path):
-    assert data(tmp_path, "a: ${OK}\nb: ${NNODES}\n", {"OK": "1"}, allow={"OK"}) == {"a": 1, "b": "${NNODES}"}
+    assert data(tmp_path, "a: ${OK}\nb: ${NNODES}\n", {"OK": "1"}, allow={"OK"}) == {"a": "1", "b": "${NNODES}"}
     err = failure(tmp_path, "a: ${OK}\nb: ${AWS_SECRET}\n", {"OK": "1", "AWS_SECRET": "s3cr3t-value"}, allow={"OK"})
     (problem,) = err.problems
     assert problem.line == 2 and "variable AWS_SECRET is not allowed" in problem.message
@@ -198,7 +189,7 @@ def test_redacted_masks_only_what_secret_variables_put_there(tmp_path):
     text = "token: ${HF_TOKEN}\nurl: https://u:${DB_PASSWORD}@h/\npin: ${API_KEY}\nname: ${NAME}\nplain: 1-2-3\n"
     env = {"HF_TOKEN": "hf_abc", "DB_PASSWORD": "1", "API_KEY": "1234", "NAME": "run-1"}
     result = run(tmp_path, text, env)
-    assert result.data["url"] == "https://u:1@h/" and result.data["pin"] == 1234
+    assert result.data["url"] == "https://u:1@h/" and result.data["pin"] == "1234"
     assert result.redacted() == {"token": "***", "url": "https://u:***@h/", "pin": "***", "name": "run-1",
                                  "plain": "1-2-3"}
     assert result.redacted(env) == result.redacted()
