@@ -24,15 +24,17 @@ from typing import Any, Iterable, Mapping
 
 from .user_errors import Problem, UserError, json_path
 
-# Variables the charts and launchers define inside the pod; `${NNODES}` in a value is for the pod's shell.
-RUNTIME_VARIABLES = frozenset({
-    "NNODES", "GPUS_PER_NODE", "WORLD_SIZE", "JOB_IDENTIFIER", "JOB_TIMESTAMP", "JOB_UUID",
-    "JOB_COMPLETION_INDEX", "JOB_ORCHESTRATOR", "JOBSET_NAME", "REPLICATED_JOB_NAME", "MASTER_ADDR",
-    "MASTER_PORT", "NODE_RANK", "RANK", "LOCAL_RANK", "RANK_0_FQDN", "HOSTNAME_PREFIX", "DOMAIN_NAME",
-    "SSD_MOUNT_PATH", "NCCL_INIT_SCRIPT", "NCCL_LIB_DIR", "HOSTNAME", "POD_NAME", "EXPERIMENT_NAME",
-    "EXPERIMENT_ROOT_DIR", "CHECKPOINTS_ROOT_DIR", "TOKENIZER_PATH", "TORCH_DISTRIBUTED_TARGET",
-    "NEMO_CONFIG_OVERRIDES", "LD_LIBRARY_PATH", "PATH", "HOME", "PWD",
-})
+def _runtime_variables() -> frozenset[str]:
+    """The variables the pod defines: one list, owned by the chart source (generator/shared/runtime-variables.yaml)."""
+    from . import paths
+    from .profiles import read_yaml
+
+    groups = read_yaml(paths.generator_dir() / "shared" / "runtime-variables.yaml") or {}
+    return frozenset(name for names in groups.values() for name in names or ())
+
+
+# Variables the charts, profiles and the pod's shell define inside the pod; `${NNODES}` is for the pod.
+RUNTIME_VARIABLES = _runtime_variables()
 # Lists whose items define pod env vars by `name` (workload.envs, network.ncclSettings, a container's env).
 ENV_LIST_KEYS = frozenset({"envs", "ncclSettings", "env"})
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY|CREDENTIAL", re.I)
