@@ -13,7 +13,9 @@ import pytest
 from helm_nemo import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = {"GCS_BUCKET": "test-bucket", "KUEUE_NAME": "test-queue"}
+from test_examples_golden import ENV as EXAMPLE_ENV, EXAMPLES, GOLDEN, PINNED  # noqa: E402
+
+ENV = {"GCS_BUCKET": "test-bucket", "KUEUE_NAME": "test-queue", **EXAMPLE_ENV}
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +111,13 @@ def test_launcher_without_python_environment_says_what_to_do(tmp_path):
     out = subprocess.run(["sh", str(plugin / "bin/nemo.sh"), "version"], env=env, capture_output=True, text=True)
     assert out.returncode == 2
     assert "make setup" in out.stderr and "pip install helm-nemo" in out.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_plugin_validates_and_renders_every_example(plugin_helm, example):
+    """Through the installed plugin, on both helms: validate passes and template gives the reviewed golden."""
+    checked = plugin_helm("nemo", "validate", "--values", str(example))
+    assert checked.returncode == 0 and checked.stdout.startswith("ok: "), checked.stderr
+    rendered = plugin_helm("nemo", "template", "--values", str(example), "--namespace", "ml-team", *PINNED)
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == (GOLDEN / f"{example.stem}.yaml").read_text()
