@@ -26,10 +26,6 @@ def objects(text: str) -> dict:
     return {(d["kind"], d["metadata"]["name"]): d for d in YAML(typ="safe", pure=True).load_all(text) if d}
 
 
-def test_lint(helm):
-    assert helm.run("lint", "--strict", str(CHART), check=False).returncode == 0
-
-
 def test_items_without_bucket_are_skipped(helm):
     assert objects(helm.template("st", CHART).stdout) == {}
     out = objects(helm.template("st", CHART, *DEFAULTS, "--set", "gcsVolumes[1].bucketName=ckpt-bucket").stdout)

@@ -43,12 +43,6 @@ BASE = ["--set", "volumes.gcsMounts[0].bucketName=bkt-1", "--set", "volumes.gcsM
 
 
 @pytest.mark.parametrize("acc", GKE)
-def test_lint_strict(helm, acc):
-    result = helm.run("lint", "--strict", str(chart(acc)), check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.mark.parametrize("acc", GKE)
 def test_namespace_follows_the_release_everywhere(helm, acc):
     out = helm.template("train", chart(acc), "-n", "team-a", *BASE).stdout
     objects = docs(out)

@@ -29,10 +29,6 @@ def host_monitor(out: dict) -> dict:
     return ds["spec"]["template"]["spec"]
 
 
-def test_lint(helm):
-    assert helm.run("lint", "--strict", str(CHART), check=False).returncode == 0
-
-
 def test_recipe_values_render_everything_with_no_empty_config(helm):
     out = objects(helm.template("sup", CHART, "-n", "ml", "-f", str(RECIPE_VALUES), "--set", "project=my-project").stdout)
     kinds = sorted(kind for kind, _ in out)
