@@ -7,6 +7,7 @@ at the first failure, saying what is installed; uninstall goes in reverse.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -95,11 +96,31 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
             installed = ", ".join(done) if done else "none"
             echo(f"helm nemo: {verb[0]} of {plan.release} failed (helm exit {proc.returncode}); "
                  f"stopped. Installed by this run: {installed}.")
-            if done:
-                echo("  to remove them: helm nemo uninstall --values " + str(plan.source))
+            # Without --atomic / --rollback-on-failure, a failed `helm install` can leave the release
+            # behind (status failed, with the objects it created), and its name is then taken.
+            left = verb == ["install"] and not _flag_set(extra, "--atomic", "--rollback-on-failure")
+            if done or left:
+                what = " and ".join((["them"] if done else []) +
+                                    ([f"{plan.release}, if helm left it behind as failed"] if left else []))
+                echo(f"  to remove {what}: helm nemo uninstall --values {plan.source}{_namespace_flag(extra)}")
             return proc.returncode or 1
         done.append(plan.release)
     return 0
+
+
+def _flag_set(args: list[str], *names: str) -> bool:
+    """A boolean flag given and not `=false`."""
+    return any(a.partition("=")[0] in names and a.partition("=")[2].lower() != "false" for a in args)
+
+
+def _namespace_flag(args: list[str]) -> str:
+    """` -n NS` for a hint to run later: the namespace given to helm, or the one helm gave the plugin."""
+    namespace = os.environ.get("HELM_NAMESPACE", "")
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in ("-n", "--namespace"):
+            namespace = value if eq else (args[index + 1] if index + 1 < len(args) else "")
+    return f" -n {namespace}" if namespace else ""
 
 
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:

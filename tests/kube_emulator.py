@@ -23,6 +23,13 @@ HTTP with a bearer token:
 
 Tests read the store with `emulator.objects(kind, namespace)` / `emulator.get(kind, name, namespace)`
 and the traffic with `emulator.requests` (method, path, query, content type) or `emulator.calls()`.
+
+Fault injection: `fault = emulator.fail_next(method="POST", kind="DaemonSet", status=500,
+message="etcdserver: request timed out", times=1)` answers the next matching request(s) of a resource
+(method, kind, name, namespace, and an optional `when(request)` predicate) with a Kubernetes `Status`
+(status Failure, the code, reason InternalError / ServiceUnavailable / … from the code, the message)
+instead of serving it; the store is not touched. `fault.fired` lists the requests it answered,
+`emulator.faults` every fault armed. No `Retry-After` header is sent, so client-go does not retry.
 """
 
 from __future__ import annotations
@@ -452,6 +459,40 @@ class Request:
     content_type: str = ""
 
 
+# The reason a real API server gives with each code (k8s.io/apimachinery/pkg/api/errors).
+REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
+
+
+@dataclass
+class Fault:
+    """An armed server error: which requests it answers, what it answers, and the requests it did."""
+    methods: frozenset[str] | None  # None = any method
+    kind: str | None  # kind or plural; None = any resource
+    name: str | None
+    namespace: str | None
+    status: int
+    reason: str
+    message: str
+    times: int | None  # None = every matching request
+    when: Any = None  # optional predicate(Request) -> bool
+    fired: list[Request] = field(default_factory=list)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.times is not None and len(self.fired) >= self.times
+
+    def matches(self, request: Request, res: Resource, ns: str | None, name: str | None) -> bool:
+        return not self.exhausted \
+            and (self.methods is None or request.method in self.methods) \
+            and self.kind in (None, res.kind, res.plural) \
+            and self.name in (None, name) \
+            and self.namespace in (None, ns) \
+            and (self.when is None or bool(self.when(request)))
+
+    def error(self) -> "ApiError":
+        return ApiError(self.status, self.reason, self.message)
+
+
 @dataclass
 class _Event:
     rv: int
@@ -470,6 +511,7 @@ class KubeEmulator:
         self.ready = ready
         self.kube_version = kube_version
         self.requests: list[Request] = []
+        self.faults: list[Fault] = []
         self._store: dict[Resource, dict[tuple[str, str], dict]] = {r: {} for r in self.resources}
         self._events: list[_Event] = []
         self._rv = 1
@@ -569,6 +611,32 @@ class KubeEmulator:
         res = self.resource(obj["kind"], obj.get("apiVersion"))
         ns = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
         return self.create(res, ns, obj)
+
+    # ---- fault injection
+    def fail_next(self, method: str | tuple[str, ...] | None = None, kind: str | None = None, *,
+                  name: str | None = None, namespace: str | None = None, status: int = 500,
+                  message: str = "etcdserver: request timed out", reason: str | None = None,
+                  times: int | None = 1, when=None) -> Fault:
+        """Answer the next `times` requests (None: all) for a resource that match — method (one or a
+        tuple; None = any), kind (kind or plural), object name, namespace ("" = cluster-scoped), and
+        `when(request)` — with a `Status` failure of code `status`; the request is not served. Faults
+        are tried in the order they were armed; the first that matches answers."""
+        if kind is not None:
+            self.resource(kind)  # a typo must fail the test, not silently never fire
+        methods = None if method is None else frozenset([method] if isinstance(method, str) else method)
+        fault = Fault(methods, kind, name, namespace, status, reason or REASONS.get(status, "InternalError"),
+                      message, times, when)
+        with self._cond:
+            self.faults.append(fault)
+        return fault
+
+    def _fault_for(self, request: Request, res: Resource, ns: str | None, name: str | None) -> Fault | None:
+        with self._cond:
+            for fault in self.faults:
+                if fault.matches(request, res, ns, name):
+                    fault.fired.append(request)
+                    return fault
+        return None
 
     # ---- store operations (all under self._cond)
     def _bump(self) -> str:
@@ -920,7 +988,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = split.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         content_type = self.headers.get("Content-Type", "")
-        self.kube.requests.append(Request(self.command, path, query, content_type))
+        request = Request(self.command, path, query, content_type)
+        self.kube.requests.append(request)
         body = self._body()
         kube = self.kube
         try:
@@ -937,6 +1006,9 @@ class _Handler(BaseHTTPRequestHandler):
             if route is None:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({self.command} {path})")
             res, ns, name, sub = route
+            fault = kube._fault_for(request, res, ns, name)
+            if fault is not None:
+                raise fault.error()
             dry_run = bool(query.get("dryRun"))
             if sub not in (None, "status"):
                 raise ApiError(404, "NotFound", f"the emulator serves no subresource {sub!r}")

@@ -157,6 +157,40 @@ def test_emulator_crud_watch_and_stop(tmp_path):
         http.client.HTTPConnection(host, int(port), timeout=2).request("GET", "/version")
 
 
+def test_emulator_fault_injection():
+    import http.client
+
+    with KubeEmulator() as kube:
+        host, port = kube.url[len("http://"):].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+
+        def call(method, path, body=None):
+            conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                         headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read() or b"null"), response.getheader("Retry-After")
+
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+        with pytest.raises(KeyError):
+            kube.fail_next("POST", "ConfigMapz")  # a typo fails the test instead of never firing
+        other = kube.fail_next("POST", "ConfigMap", namespace="b")
+        fault = kube.fail_next(("POST", "PUT"), "configmaps", status=503, message="etcd leader changed", times=2)
+        status, body, retry_after = call("POST", "/api/v1/namespaces/a/configmaps", cm)
+        assert (status, retry_after) == (503, None)  # no Retry-After: client-go does not retry
+        assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                        "message": "etcd leader changed", "reason": "ServiceUnavailable", "details": {}, "code": 503}
+        assert kube.objects("ConfigMap") == []  # the request was not served
+        assert call("GET", "/api/v1/namespaces/a/configmaps/c")[0] == 404  # GET does not match
+        assert call("POST", "/api/v1/namespaces/a/configmaps", cm)[0] == 503
+        assert call("POST", "/api/v1/namespaces/a/configmaps", cm)[0] == 201  # times=2: spent
+        assert [(r.method, r.path) for r in fault.fired] == [("POST", "/api/v1/namespaces/a/configmaps")] * 2
+        assert fault.exhausted and other.fired == [] and kube.faults == [other, fault]
+        kube.fail_next("DELETE", "ConfigMap", name="c", when=lambda r: r.query.get("dryRun") != "All")
+        status, body, _ = call("DELETE", "/api/v1/namespaces/a/configmaps/c")
+        assert (status, body["reason"], body["message"]) == (500, "InternalError", "etcdserver: request timed out")
+        assert kube.names("ConfigMap", "a") == ["c"]
+
+
 # --------------------------------------------------------------------------------------------------
 # (a) plain helm
 
@@ -348,6 +382,142 @@ def test_nemo_atomic_rolls_back_when_not_ready(helm, kube, env):
     assert chart_objects(kube) == []
     assert release_secrets(kube, "ml-team") == {}
     assert not any("llama31-405b-storage" in r.path or "jobsets" in r.path for r in kube.requests)
+
+
+# --------------------------------------------------------------------------------------------------
+# (e) a server error in the middle: the emulator answers one request with a Kubernetes Status failure
+
+
+SUPERVISOR = "llama31-405b-supervisor"
+DAEMONSET = "llama31-405b-supervisor-host-daemonset"
+ETCD_TIMEOUT = "etcdserver: request timed out"
+
+
+def _fail_supervisor_daemonset(helm, kube: KubeEmulator):
+    """A 500 on creating the supervisor's DaemonSet: Helm 3 creates with POST, Helm 4 with server-side
+    apply (PATCH application/apply-patch+yaml to the object's path); both are armed, either fires once."""
+    return kube.fail_next(("POST", "PATCH"), "DaemonSet", namespace="ml-team", status=500, message=ETCD_TIMEOUT)
+
+
+def _assert_create_failed_once(helm, fault) -> None:
+    daemonsets = "/apis/apps/v1/namespaces/ml-team/daemonsets"
+    if helm.name == "helm4":
+        assert [(r.method, r.path, r.content_type) for r in fault.fired] == [
+            ("PATCH", f"{daemonsets}/{DAEMONSET}", "application/apply-patch+yaml")]
+    else:
+        assert [(r.method, r.path) for r in fault.fired] == [("POST", daemonsets)]
+
+
+def _assert_only_the_supervisor_was_attempted(proc, kube: KubeEmulator) -> None:
+    """The storage and JobSet releases never started: no line for them, no request for their objects."""
+    assert "[2/3]" not in proc.stderr and "[3/3]" not in proc.stderr
+    for request in kube.requests:
+        assert "llama31-405b-storage" not in request.path and "jobsets" not in request.path, request
+        assert "persistentvolume" not in request.path and "llama31-405b-config" not in request.path, request
+    record_posts = [r for r in kube.requests if r.method == "POST" and r.path.endswith("/secrets")]
+    assert len(record_posts) == 1  # the supervisor's release record only
+
+
+def test_nemo_install_server_error_leaves_a_failed_release(helm, kube, env):
+    supervisor_objects = [o for o in rendered(env, ["--values", str(RECIPE), "-n", "ml-team"]) if SUPERVISOR in o[2]]
+    assert ("DaemonSet", "ml-team", DAEMONSET) in supervisor_objects
+    fault = _fail_supervisor_daemonset(helm, kube)
+    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env)
+
+    assert proc.returncode == 1, proc.stderr  # helm's exit code, passed through
+    _assert_create_failed_once(helm, fault)
+    # helm's error carries the server's message (Helm 3 wraps it in a one-item multierror list).
+    helm_error = next(line for line in proc.stderr.splitlines() if line.startswith("Error:"))
+    assert helm_error.startswith("Error: INSTALLATION FAILED:")
+    assert ETCD_TIMEOUT in (helm_error if helm.name == "helm4" else proc.stderr)
+    assert f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." \
+        in proc.stderr
+    assert f"  to remove {SUPERVISOR}, if helm left it behind as failed: " \
+           f"helm nemo uninstall --values {RECIPE} -n ml-team" in proc.stderr.splitlines()
+    _assert_only_the_supervisor_was_attempted(proc, kube)
+
+    # Without --atomic neither helm cleans up: it goes on creating the kinds after the DaemonSet
+    # (Deployments), then marks the release record failed. Everything but the DaemonSet is left.
+    assert chart_objects(kube) == [o for o in supervisor_objects if o[0] != "DaemonSet"]
+    assert release_secrets(kube, "ml-team") == {f"sh.helm.release.v1.{SUPERVISOR}.v1": "failed"}
+    record = release_record(kube.get("Secret", f"sh.helm.release.v1.{SUPERVISOR}.v1", "ml-team"))
+    assert record["info"]["status"] == "failed" and ETCD_TIMEOUT in record["info"]["description"]
+
+    # The name is taken now: the hint's uninstall removes the failed release and skips the others.
+    proc = ok(nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env))
+    assert "llama31-405b-storage is not installed; skipped" in proc.stderr
+    assert kube.all_objects() == []
+
+
+def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env):
+    fault = _fail_supervisor_daemonset(helm, kube)
+    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "5s"], env)
+
+    assert proc.returncode == 1, proc.stderr
+    _assert_create_failed_once(helm, fault)
+    assert "deprecated" not in proc.stderr  # Helm 4 got --rollback-on-failure, not --atomic
+    flag = "rollback-on-failure" if helm.name == "helm4" else "atomic"
+    assert f"Error: INSTALLATION FAILED: release {SUPERVISOR} failed, and has been uninstalled due to {flag} " \
+           "being set" in proc.stderr
+    assert ETCD_TIMEOUT in proc.stderr
+    assert f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." \
+        in proc.stderr
+    assert "to remove" not in proc.stderr  # helm removed it; nothing was installed before it
+    _assert_only_the_supervisor_was_attempted(proc, kube)
+
+    # Both helms "roll back" a failed first install by uninstalling it: a DELETE for every object of
+    # the manifest (the DaemonSet that was never created too: its 404 is ignored), then the release
+    # record goes. Nothing is left, not even a record (a plain uninstall keeps no history).
+    failed_at = next(i for i, r in enumerate(kube.requests) if r is fault.fired[0])
+    after = kube.requests[failed_at + 1:]
+    deletes = [r.path for r in after if r.method == "DELETE"]
+    assert f"/apis/apps/v1/namespaces/ml-team/daemonsets/{DAEMONSET}" in deletes
+    assert deletes[-1] == f"/api/v1/namespaces/ml-team/secrets/sh.helm.release.v1.{SUPERVISOR}.v1"
+    assert kube.all_objects() == []
+    watches = {r.path for r in after if r.query.get("watch") == "true"}
+    if helm.name == "helm4":
+        # Helm 4's rollback uninstall waits until the objects are gone (the kstatus watcher: a
+        # watch-list stream per kind) before it deletes the record.
+        assert "/apis/apps/v1/namespaces/ml-team/daemonsets" in watches
+        last_watch = max(i for i, r in enumerate(after) if r.query.get("watch") == "true")
+        assert after[last_watch + 1:] and any(r.method == "DELETE" and "/secrets/" in r.path
+                                              for r in after[last_watch + 1:])
+    else:
+        # Helm 3's atomic uninstall does not wait for the deletions (and the create failed before
+        # any --wait started): no watch, no readiness polling.
+        assert watches == set()
+
+
+def test_nemo_uninstall_server_error_goes_on_and_names_the_release(helm, kube, env):
+    ok(nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env))
+    unavailable = "the server is currently unable to handle the request"
+    fault = kube.fail_next("DELETE", "JobSet", name="llama31-405b", namespace="ml-team", status=503,
+                           message=unavailable)
+    proc = nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env)
+
+    assert proc.returncode == 1, proc.stderr
+    assert [(r.method, r.path) for r in fault.fired] == [
+        ("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml-team/jobsets/llama31-405b")]
+    lines = proc.stderr.splitlines()
+    assert [line for line in lines if line.startswith("[")] == [
+        f"[{n}/3] uninstall {name}" for n, name in enumerate(reversed(RECIPE_RELEASES), start=1)]
+    # Both helms say only which release; the server's message is in their --debug log, not the error.
+    assert "Error: failed to delete release: llama31-405b" in lines
+    assert unavailable not in proc.stderr
+    assert lines[-1] == "helm nemo: could not uninstall: llama31-405b"
+    # The plugin went on: the storage and supervisor releases are gone.
+    assert 'release "llama31-405b-storage" uninstalled' in proc.stdout
+    assert f'release "{SUPERVISOR}" uninstalled' in proc.stdout
+    # helm itself went on past the failed object (the ConfigMaps are deleted), then stopped before
+    # deleting the release record: it stays, status "uninstalling", with the JobSet it still owns.
+    assert kube.all_objects() == [("JobSet", "ml-team", "llama31-405b"),
+                                  ("Secret", "ml-team", "sh.helm.release.v1.llama31-405b.v1")]
+    assert release_secrets(kube, "ml-team") == {"sh.helm.release.v1.llama31-405b.v1": "uninstalling"}
+
+    # Running it again (the fault fired once) finishes the job.
+    proc = ok(nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env))
+    assert "llama31-405b-storage is not installed; skipped" in proc.stderr
+    assert kube.all_objects() == []
 
 
 def test_upgrade_patches_give_what_a_fresh_install_gives(helm, kube, env):
