@@ -74,10 +74,9 @@ def _problem(loaded, where: tuple, message: str, expected: str | None = None, hi
 
 
 def json_path(parts: tuple) -> str:
-    out = "$"
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
+    from .user_errors import json_path as render
+
+    return render(parts)
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -158,9 +157,14 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str | None):
-    """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys."""
+def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str | None, real=None):
+    """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys.
+
+    `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
+    """
     from .user_errors import UserError
+
+    real = real or (lambda rel: where + rel)
 
     kind = data.get("chart")
     accelerator = data.get("accelerator")
@@ -179,24 +183,65 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
     else:
         have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
         if not have:
-            raise UserError(_problem(loaded, where + ("chart",), f"no chart {kind!r}",
+            raise UserError(_problem(loaded, real(("chart",)), f"no chart {kind!r}",
                                      hint=f"charts live in {charts}"))
         if not accelerator:
             raise UserError(_problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
                                      expected="accelerator: " + " | ".join(have), hint="add `accelerator:` to the values file"))
         if accelerator not in have:
-            raise UserError(_problem(loaded, where + ("accelerator",), f"no {kind!r} chart for accelerator {accelerator!r}",
+            raise UserError(_problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
                                      expected=" | ".join(have)))
         path = charts / accelerator / kind
     return str(path), kind, accelerator
 
 
-def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
-              version: str | None, base: Path) -> tuple[ReleasePlan, list]:
-    from .user_errors import UserError
+def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
+    """The keys helm nemo itself reads before the schema check, in the shape it needs (else a clear error,
+    not a crash): chart/accelerator/release strings, files a mapping of values keys to path strings."""
+    from .user_errors import Problem
 
+    problems = []
+
+    def problem(rel: tuple, message: str, expected: str) -> None:
+        line, column = loaded.position(real(rel))
+        problems.append(Problem(str(loaded.path), line, column, json_path(rel), message, expected))
+
+    for key in ("chart", "accelerator", "release"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            problem((key,), f"{json.dumps(value)} is not of type 'string', 'null'", "a string")
+    refs = data.get("files")
+    if refs is not None and not isinstance(refs, dict):
+        problem(("files",), f"{json.dumps(refs)} is not of type 'object', 'null'",
+                "a mapping: values key -> file path, e.g. {workload_launcher: launcher.sh}")
+    elif refs:
+        for key, rel in refs.items():
+            if not isinstance(rel, str) or not rel:
+                problem(("files", key), f"{json.dumps(rel)} is not of type 'string'", "a file path")
+                continue
+            node = data
+            for part in key.split(".")[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+                if node is not None and not isinstance(node, dict):
+                    problem(("files", key), f"{key!r} goes through {'.'.join(key.split('.')[:-1])}, which is not a mapping",
+                            "a values key whose parents are mappings")
+                    break
+    return problems
+
+
+def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
+              version: str | None, base: Path, origin: dict[str, tuple] | None = None) -> tuple[ReleasePlan, list]:
+    from .user_errors import UserError, raise_if_problems
+
+    origin = origin or {}
+
+    def real(rel: tuple) -> tuple:
+        """Where a path of these values is written: most under `prefix`, a recipe's release-level keys elsewhere."""
+        return origin[rel[0]] + tuple(rel[1:]) if rel and rel[0] in origin else prefix + tuple(rel)
+
+    raise_if_problems(_shape_problems(loaded, data, prefix, real), title=f"{loaded.path}: values helm nemo cannot use:")
     problems = read_file_refs(loaded, data, prefix, base)
-    chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override)
+    chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real)
     name = release or data.get("release")
     if not name:
         raise UserError(_problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
@@ -209,7 +254,8 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
         from .values_validation import validate
 
         merged = merge_values(chart_defaults(local), data)
-        problems += validate(merged, schema, filename=str(loaded.path), positions=loaded.position, prefix=prefix)
+        problems += validate(merged, schema, filename=str(loaded.path),
+                             positions=lambda path: loaded.position(real(path[len(prefix):])), prefix=prefix)
         for legacy in legacy_keys(schema, data):
             line, _ = loaded.position(prefix + legacy)
             plan.warnings.append(f"{loaded.path}:{line}: {json_path(legacy)} is a gpu-recipes key no template reads; "
@@ -248,14 +294,20 @@ def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, relea
         for key in sorted(set(item) - RELEASE_KEYS):
             problems.append(_problem(loaded, where + (key,), f"unknown release key {key!r}",
                                      expected=", ".join(sorted(RELEASE_KEYS))))
+        if item.get("values") is not None and not isinstance(item["values"], dict):
+            problems.append(_problem(loaded, where + ("values",), "the values of a release must be a mapping",
+                                     expected="values: {key: value, …}"))
+            continue
         values = dict(item.get("values") or {})
+        origin = {}
         for key in ("chart", "accelerator", "release"):
-            if item.get(key) is not None:
-                values.setdefault(key, item[key])
+            if item.get(key) is not None and key not in values:
+                values[key] = item[key]
+                origin[key] = where + (key,)
         if release and len(releases) > 1:
             raise UserError(_problem(loaded, ("releases",), "a release name on the command line fits a one-release file only"))
         plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
-                                version=item.get("version"), base=base)
+                                version=item.get("version"), base=base, origin=origin)
         if plan.release in seen:
             found.append(_problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
         seen[plan.release] = index

@@ -147,6 +147,13 @@ _GO_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
 _INT_BASES = (("hex", 16), ("oct", 8), ("bin", 2), ("octal", 8), ("dec", 10))
 
 
+def _implicit_tag(text: str) -> str:
+    """The tag PyYAML's resolver gives a plain scalar written without a tag."""
+    import yaml
+
+    return yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))
+
+
 def helm_scalar(text: str) -> Any:
     """Type a plain (unquoted) scalar the way helm does (go-yaml v2), so the plugin checks what helm would get."""
     if text in _HELM_WORDS:
@@ -204,6 +211,8 @@ class _Builder:
         return str(value)
 
     def scalar(self, node, where: tuple) -> Any:
+        if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
+            return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
         if not node.style and node.tag in _IMPLICIT_TAGS:
             value = helm_scalar(node.value)
         elif node.tag in _STRING_TAGS:

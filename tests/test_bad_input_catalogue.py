@@ -6,8 +6,8 @@ Every case is data (values file text, optional extra files, env and --chart) and
 same `file:line:col: $.path: message` line and never a traceback. The CLI runs of all selected cases
 start together (a small thread pool) so the whole file stays fast.
 
-Cases marked `BUG` are known defects, kept as strict xfails: they state the behaviour a user needs and
-turn into failures ("XPASS(strict)") once fixed, so the mark must then be removed.
+A known defect would be a strict xfail case stating the behaviour a user needs (the nine the catalogue
+found first are fixed and are ordinary cases now, at the end of the list).
 """
 
 from __future__ import annotations
@@ -291,41 +291,28 @@ CASES: list = [
          recipe(release("a"), release("b", "      workload: {gpus: 16, image: 'img:1'}\n"
                                            "      workload: {gpus: 8, image: 'img:1'}\n")), "13:7",
          "$.releases[1].values.workload", "duplicate key 'workload'"),
-    # --- known defects (strict xfail: remove the mark when fixed) -------------------------------
-    pytest.param(Case("BUG-recipe-release-level-accelerator-location",
+    # --- found as defects by this catalogue, fixed since ------------------------------------------
+    Case("recipe-release-level-accelerator-location",
                       recipe(release("a"), release("b", accelerator="h100")), "10:5", "$.releases[1].accelerator",
                       "no 'jobset' chart for accelerator 'h100'"),
-                 marks=pytest.mark.xfail(strict=True, reason="reported at the `values:` line, under a JSON path "
-                                                             "($.releases[1].values.accelerator) the file lacks")),
-    pytest.param(Case("BUG-recipe-release-level-name-location",
+    Case("recipe-release-level-name-location",
                       recipe(release("Bad_Name")), "3:5", "$.release", "'Bad_Name' does not match"),
-                 marks=pytest.mark.xfail(strict=True, reason="reported at the `values:` line (6:5)")),
-    pytest.param(Case("BUG-files-not-a-mapping", BASE + "files: launch.sh\n", "7:1", "$.files",
+    Case("files-not-a-mapping", BASE + "files: launch.sh\n", "7:1", "$.files",
                       "is not of type 'object', 'null'"),
-                 marks=pytest.mark.xfail(strict=True, reason="AttributeError: 'str' object has no attribute "
-                                                             "'items'; CLI exits 1 without a location")),
-    pytest.param(Case("BUG-files-path-not-a-string", BASE + "files:\n  workload_launcher: 5\n", "8:3",
+    Case("files-path-not-a-string", BASE + "files:\n  workload_launcher: 5\n", "8:3",
                       "$.files.workload_launcher", "5 is not of type 'string'"),
-                 marks=pytest.mark.xfail(strict=True, reason="TypeError in read_file_refs; CLI exits 1")),
-    pytest.param(Case("BUG-files-key-through-a-scalar", BASE + "files:\n  workload.gpus.x: l.sh\n", "8:3",
+    Case("files-key-through-a-scalar", BASE + "files:\n  workload.gpus.x: l.sh\n", "8:3",
                       "$.files['workload.gpus.x']", "workload.gpus", files={"l.sh": "echo\n"}),
-                 marks=pytest.mark.xfail(strict=True, reason="TypeError: 'int' object does not support item "
-                                                             "assignment (_set_dotted); CLI exits 1")),
-    pytest.param(Case("BUG-explicit-str-tag-ignored", HEAD + "workload:\n  gpus: !!str 16\n  image: img:1\n",
+    Case("explicit-str-tag-kept", HEAD + "workload:\n  gpus: !!str 16\n  image: img:1\n",
                       "5:3", "$.workload.gpus", "'16' is not of type 'integer'"),
-                 marks=pytest.mark.xfail(strict=True, reason="`!!str 16` is loaded as the int 16 (helm gets the "
-                                                             "string \"16\"), so the plugin passes what helm rejects")),
-    pytest.param(Case("BUG-chart-not-a-string", HEAD.replace("chart: jobset", "chart: 5") + WORKLOAD, "2:1",
+    Case("chart-not-a-string", HEAD.replace("chart: jobset", "chart: 5") + WORKLOAD, "2:1",
                       "$.chart", "5"),
-                 marks=pytest.mark.xfail(strict=True, reason="TypeError: PosixPath / int in _chart_for; CLI exits 1")),
-    pytest.param(Case("BUG-recipe-values-not-a-mapping", recipe(release("a", "      - gpus: 16\n")), "6:5",
+    Case("recipe-values-not-a-mapping", recipe(release("a", "      - gpus: 16\n")), "6:5",
                       "$.releases[0].values", "mapping"),
-                 marks=pytest.mark.xfail(strict=True, reason="TypeError from dict(list) in build_plans; CLI exits 1")),
-    pytest.param(Case("BUG-recipe-release-name-a-mapping", recipe("  - release: {x: 1}\n    chart: jobset\n"
+    Case("recipe-release-name-a-mapping", recipe("  - release: {x: 1}\n    chart: jobset\n"
                                                                   "    accelerator: a3ultra\n    values:\n"
                                                                   "      workload: {gpus: 16, image: 'img:1'}\n"),
                       "3:5", "$.release", "is not of type 'string', 'null'"),
-                 marks=pytest.mark.xfail(strict=True, reason="TypeError: unhashable type: 'dict' (seen[plan.release])")),
 ]
 
 
