@@ -123,11 +123,6 @@ def test_golden(helm, case, tmp_path):
     assert_golden(golden, out, writer=helm.name == "helm3")
 
 
-def test_helm3_and_helm4_render_the_same(helm3, helm4, tmp_path):
-    for case in GOLDEN_CASES:
-        assert render_golden(helm3, case, tmp_path) == render_golden(helm4, case, tmp_path), case
-
-
 def test_parity_objects_match_the_anchor(helm):
     """Same objects as the anchor (ConfigMap, Job, Service, all named after the release), same rendezvous."""
     for name in ("default", "overrides"):
