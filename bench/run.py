@@ -60,7 +60,7 @@ def stats(samples: list[float]) -> dict:
 def plain_helm_inputs(tmp: Path) -> list[str]:
     """The same chart and the same final values `helm nemo` hands to helm, as a plain helm command."""
     sys.path.insert(0, str(ROOT))
-    from helm_nemo.release_plan import build_plans, helm_values_json
+    from helm_nemo.values.plan import build_plans, helm_values_json
 
     (plan,) = build_plans(EXAMPLE, ENV)
     values = tmp / "values.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: validating 1,000 rendered documents with helm_nemo.manifest_validation (target <= 0.5 s).
+"""Benchmark: validating 1,000 rendered documents with helm_nemo.validate (target <= 0.5 s).
 
 The documents are the golden renders of every chart (tests/golden/**), repeated to 1,000: JobSets,
 Jobs, Deployments, DaemonSets, ConfigMaps, Services, PVs, a ComputeDomain, ... All are valid, which is
@@ -34,7 +34,7 @@ TARGET = 0.5
 def one_run(documents: int) -> dict:
     """Runs inside a fresh interpreter: cold, warm and parse timings for `documents` documents."""
     sys.path.insert(0, str(ROOT))
-    from helm_nemo.manifest_validation import parse_documents, validate_manifests
+    from helm_nemo.validate import parse_documents, validate_manifests
 
     texts = [p.read_text() for p in sorted((ROOT / "tests" / "golden").glob("**/*.yaml"))]
     base = [d.data for text in texts for d in parse_documents(text)[0]]

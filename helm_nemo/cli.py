@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from . import __version__
+from helm_nemo import __version__
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 
@@ -22,7 +22,7 @@ def _debug() -> bool:
 
 
 def _fail(err: Exception) -> None:
-    from .user_errors import EXIT_USER_ERROR, UserError
+    from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
     if _debug():
         raise err
@@ -47,7 +47,7 @@ def main(debug: bool) -> None:
 @click.option("--check", is_flag=True, help="Exit 1 when charts/ differs from what the sources produce.")
 def generate(check: bool) -> None:
     """Render charts/ from generator/, schemas/ and values/accelerators/."""
-    from . import generator
+    from helm_nemo.generate import charts as generator
 
     if check:
         problems = generator.check()
@@ -65,7 +65,7 @@ def generate(check: bool) -> None:
             sys.exit(1)
         click.echo("charts/ is up to date; every chart version matches generator/versions.lock")
         return
-    from . import chart_versions
+    from helm_nemo.generate import versions as chart_versions
 
     changed = generator.write()
     click.echo(f"generated charts/: {len(changed)} file(s) changed")
@@ -94,13 +94,15 @@ def publish(target, charts, plain_http, charts_dir, jobs):
     import time
     from pathlib import Path
 
-    from . import paths, publish as publishing
+    from helm_nemo import resources
+
+    from helm_nemo.actions import publish as publishing
 
     started = time.monotonic()
     try:
-        found = publishing.find_charts(Path(charts_dir) if charts_dir else paths.charts_dir(), list(charts))
+        found = publishing.find_charts(Path(charts_dir) if charts_dir else resources.charts_dir(), list(charts))
         outcomes = publishing.publish(target, found, _helm(), plain_http=plain_http, jobs=jobs,
-                                      verify_lock=paths.project_root(), echo=lambda line: click.echo(line, err=True))
+                                      verify_lock=resources.data_root(), echo=lambda line: click.echo(line, err=True))
     except Exception as err:  # noqa: BLE001
         _fail(err)
         return
@@ -138,7 +140,7 @@ def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | 
 
 
 def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None):
-    from .release_plan import build_plans
+    from helm_nemo.values.plan import build_plans
 
     plans = build_plans(values_file, release=release, chart=chart, version=chart_version)
     if chart_version:
@@ -157,7 +159,7 @@ def _extra(ctx: click.Context, namespace: str | None) -> list[str]:
 
 
 def _helm():
-    from .helm_runner import helm_binary
+    from helm_nemo.actions.helm import helm_binary
 
     return helm_binary()
 
@@ -191,16 +193,16 @@ def _release_command(body):
 @_release_command
 def template(plans, extra, skip_manifest_validation):
     """Render the release(s) of a values or recipe file with helm template (validated before printing)."""
-    from . import commands
+    from helm_nemo.actions import releases
 
     check = None
     if not skip_manifest_validation:
-        from .manifest_validation import SKIP_HINT, check_rendered, kube_version_from_flags
+        from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags
 
         kube = kube_version_from_flags(extra)
         echo = lambda line: click.echo(line, err=True)  # noqa: E731
         check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
-    return commands.template(plans, _helm(), extra, check=check)
+    return releases.template(plans, _helm(), extra, check=check)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -209,18 +211,18 @@ def template(plans, extra, skip_manifest_validation):
 @_release_command
 def install(plans, extra, skip_manifest_validation):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install)."""
-    from . import commands
+    from helm_nemo.actions import releases
 
     helm = _helm()
     if not skip_manifest_validation:
-        from .manifest_validation import preflight
+        from helm_nemo.actions.lint import preflight
 
         for plan in plans:
-            commands.stamp_job_time(plan)  # validate exactly what is installed
+            releases.stamp_job_time(plan)  # validate exactly what is installed
         code = preflight(plans, helm, extra, echo=lambda line: click.echo(line, err=True))
         if code:
             return code
-    return commands.install(plans, helm, extra)
+    return releases.install(plans, helm, extra)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -231,7 +233,8 @@ def install(plans, extra, skip_manifest_validation):
 def lint(plans, extra, kube_version):
     """Render the release(s) and validate every object offline: Kubernetes and CRD schemas (all errors),
     names, quantities, GPUs and fabric vs the accelerator profile, env, volumes. Exit 2 on problems."""
-    from .manifest_validation import DEFAULT_KUBE_VERSION, lint_plans, resolve_kube_version
+    from helm_nemo.actions.lint import lint_plans
+    from helm_nemo.validate import DEFAULT_KUBE_VERSION, resolve_kube_version
 
     kube = kube_version or DEFAULT_KUBE_VERSION
     resolve_kube_version(kube)  # a bad version fails before anything is rendered
@@ -246,9 +249,9 @@ def lint(plans, extra, kube_version):
 @_release_command
 def upgrade(plans, extra, install_missing):
     """Upgrade the release(s) of a values or recipe file, in order."""
-    from . import commands
+    from helm_nemo.actions import releases
 
-    return commands.install(plans, _helm(), extra, upgrade=True, install_missing=install_missing)
+    return releases.install(plans, _helm(), extra, upgrade=True, install_missing=install_missing)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -256,9 +259,9 @@ def upgrade(plans, extra, install_missing):
 @_release_command
 def uninstall(plans, extra):
     """Uninstall the release(s) of a values or recipe file, in reverse order."""
-    from . import commands
+    from helm_nemo.actions import releases
 
-    return commands.uninstall(plans, _helm(), extra)
+    return releases.uninstall(plans, _helm(), extra)
 
 
 @main.command()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.release_plan import build_plans
+from helm_nemo.values.plan import build_plans
 from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
 ROOT = Path(__file__).resolve().parent.parent

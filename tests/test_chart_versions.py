@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helm_nemo import chart_versions, generator
+from helm_nemo.generate import versions as chart_versions
+
+from helm_nemo.generate import charts as generator
 from helm_nemo.cli import main
-from helm_nemo.publish import with_digest_annotation
+from helm_nemo.actions.publish import with_digest_annotation
 
 ROOT = Path(__file__).resolve().parent.parent
 

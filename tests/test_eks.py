@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from helm_nemo.profiles import load_profiles
+from helm_nemo.generate.profiles import load_profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 EKS = sorted(acc for acc, p in load_profiles().items() if p["cloud"] == "eks")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import API_VERSIONS, KUBE_VERSION, assert_golden
-from helm_nemo import commands
-from helm_nemo.helm_runner import helm_binary
-from helm_nemo.release_plan import build_plans
+from helm_nemo.actions import releases
+from helm_nemo.actions.helm import helm_binary
+from helm_nemo.values.plan import build_plans
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "values" / "examples").glob("*.yaml"))
@@ -39,14 +39,14 @@ def render(example: Path, helm_path: Path) -> str:
     plans = build_plans(example, ENV)
     out = io.StringIO()
     messages: list[str] = []
-    rc = commands.template(plans, helm_binary(str(helm_path)), PINNED + ["--namespace", "ml-team"], out=out,
+    rc = releases.template(plans, helm_binary(str(helm_path)), PINNED + ["--namespace", "ml-team"], out=out,
                            echo=messages.append)
     assert rc == 0, "\n".join(messages)
     return out.getvalue()
 
 
 def test_every_accelerator_has_an_example():
-    from helm_nemo.profiles import load_profiles
+    from helm_nemo.generate.profiles import load_profiles
 
     named = {plan.accelerator for e in EXAMPLES for plan in build_plans(e, ENV)}
     missing = [acc for acc in load_profiles() if acc not in named]

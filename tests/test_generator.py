@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo import generator, profiles
-from helm_nemo.schema_bundle import bundle
+from helm_nemo.generate import charts as generator
+
+from helm_nemo.generate import profiles
+from helm_nemo.generate.schema_bundle import bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 GKE = ["a3high", "a3mega", "a3ultra", "a4", "a4x"]

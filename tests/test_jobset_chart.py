@@ -95,7 +95,7 @@ def test_interfaces_annotation_is_valid_json_for_any_length(helm, acc, count):
 
 @pytest.mark.parametrize("acc", GKE)
 def test_default_interfaces_come_from_the_profile(helm, acc):
-    from helm_nemo.profiles import load_profiles
+    from helm_nemo.generate.profiles import load_profiles
 
     out = helm.template("train", chart(acc), *BASE, "--set", "network.hostNetwork=false").stdout
     annotations = jobset_of(out)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"]

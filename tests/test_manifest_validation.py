@@ -1,4 +1,4 @@
-"""Offline validation of rendered manifests (helm_nemo.manifest_validation, `helm nemo lint`).
+"""Offline validation of rendered manifests (helm_nemo.validate, `helm nemo lint`).
 
 Every golden render of every chart validates clean (a known chart defect would be listed in KNOWN and
 must stay exactly as listed); so do our charts' parity renders. Each check has a planted error caught with
@@ -16,9 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo import manifest_validation as mv
-from helm_nemo.manifest_validation import (CHECKS, ManifestProblem, format_problems, parse_documents,
-                                           validate_manifests)
+from helm_nemo import validate as mv
+from helm_nemo.actions.lint import kube_version_from_flags
+from helm_nemo.validate import CHECKS, ManifestProblem, format_problems, parse_documents, validate_manifests
+from helm_nemo.validate.checks.names import dns_problems
+from helm_nemo.validate.compiled import validator_for
+from helm_nemo.validate.quantity import parse_quantity
+from helm_nemo.validate.schemas import go_regex_to_python, prepare_crd_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -305,9 +309,9 @@ def test_computedomain_and_kueue_and_pytorchjob_schemas():
 
 
 def test_go_regex_patterns_are_translated():
-    assert mv.go_regex_to_python("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$") == "(?i)^[a-z]([-a-z0-9]*[a-z0-9])?$"
-    assert mv.go_regex_to_python(r"^a\z") == r"^a\Z"
-    assert mv.go_regex_to_python(r"^[[:alpha:]]+$") == "^[a-zA-Z]+$"
+    assert go_regex_to_python("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$") == "(?i)^[a-z]([-a-z0-9]*[a-z0-9])?$"
+    assert go_regex_to_python(r"^a\z") == r"^a\Z"
+    assert go_regex_to_python(r"^[[:alpha:]]+$") == "^[a-zA-Z]+$"
     check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
              "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
                       "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "c"}}}
@@ -322,7 +326,7 @@ def test_preserve_unknown_fields_stays_open_everything_else_is_closed():
         "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
                  "properties": {"a": {"type": "string"}}, "additionalProperties": False},
         "plain": {"type": "object", "properties": {"b": {"type": "integer"}}}}}
-    out = mv.prepare_crd_schema(schema)
+    out = prepare_crd_schema(schema)
     assert out["additionalProperties"] is False  # root closed too (pruning would drop the typo)
     assert "additionalProperties" not in out["properties"]["open"]
     assert out["properties"]["plain"]["additionalProperties"] is False
@@ -350,7 +354,7 @@ def test_fast_path_agrees_with_jsonschema_on_goldens_and_mutations():
     docs = [d for g in GOLDENS for d in golden_docs(str(g.relative_to(GOLDEN)))]
     checked = 0
     for doc in docs:
-        validator = mv._validator(doc["apiVersion"], doc["kind"], kube)
+        validator = validator_for(doc["apiVersion"], doc["kind"], kube)
         assert validator.fast is not None, f"{doc['kind']}: schema keyword the fast path lacks"
         nodes = list(_nodes(doc))[1:]
         for _ in range(8):
@@ -383,7 +387,7 @@ def _set(obj, path, value):
 
 
 def test_quantities():
-    parse = mv.parse_quantity
+    parse = parse_quantity
     assert parse("500m") == parse("0.5") and parse("1Gi") == 2 ** 30 and parse("1e3") == 1000 and parse(8) == 8
     for bad in ("lots", "1 Gi", "1GB", "", "1.2.3", True, None, "Gi"):
         assert parse(bad) is None, bad
@@ -422,7 +426,7 @@ def test_gpu_count_single_node_and_no_gpus():
 
 def test_fabric_is_data_driven_from_the_profile():
     """A profile's `fabric: {resource, perNode}` decides what a pod with fabric env must request."""
-    from helm_nemo.profiles import load_profiles
+    from helm_nemo.generate.profiles import load_profiles
 
     profiles = copy.deepcopy(load_profiles())
     job = efa_job()
@@ -467,11 +471,11 @@ def test_names_volume_mounts_and_duplicates_in_detail():
 
 
 def test_dns_rules():
-    assert mv.dns_problems("a" * 63, "label1123") == []
-    assert mv.dns_problems("a" * 64, "label1123")
-    assert mv.dns_problems("1abc", "label1035") and not mv.dns_problems("1abc", "label1123")
-    assert not mv.dns_problems("a.b-c", "subdomain") and mv.dns_problems("a..b", "subdomain")
-    assert mv.dns_problems("a/b", "path-segment") and not mv.dns_problems("system:x", "path-segment")
+    assert dns_problems("a" * 63, "label1123") == []
+    assert dns_problems("a" * 64, "label1123")
+    assert dns_problems("1abc", "label1035") and not dns_problems("1abc", "label1123")
+    assert not dns_problems("a.b-c", "subdomain") and dns_problems("a..b", "subdomain")
+    assert dns_problems("a/b", "path-segment") and not dns_problems("system:x", "path-segment")
 
 
 def test_format_problems_groups_by_object_with_the_template():
@@ -507,12 +511,12 @@ def test_lint_renders_and_validates_every_release(helm3):
 @pytest.fixture
 def planted_render(monkeypatch):
     """helm template returns the golden with a planted error; helm install must never run."""
-    from helm_nemo import commands
+    from helm_nemo.actions import releases
 
     bad = (GOLDEN / A3ULTRA).read_text().replace("nvidia.com/gpu: 8", "nvidia.com/gpu: 3")
     installs = []
-    monkeypatch.setattr(commands, "render", lambda plan, helm, extra: subprocess.CompletedProcess([], 0, bad, ""))
-    monkeypatch.setattr(commands, "install", lambda *a, **k: installs.append(a) or 0)
+    monkeypatch.setattr(releases, "render", lambda plan, helm, extra: subprocess.CompletedProcess([], 0, bad, ""))
+    monkeypatch.setattr(releases, "install", lambda *a, **k: installs.append(a) or 0)
     return installs
 
 
@@ -533,16 +537,16 @@ def test_template_validates_before_output_unless_skipped(planted_render):
 def test_template_writes_nothing_unless_every_release_is_clean(planted_render):
     import io
 
-    from helm_nemo import commands
-    from helm_nemo.release_plan import build_plans
+    from helm_nemo.actions import releases
+    from helm_nemo.values.plan import build_plans
 
     plans, seen = build_plans(RECIPE, ENV), []
     out = io.StringIO()
-    code = commands.template(plans, None, [], out=out, echo=lambda m: None,
+    code = releases.template(plans, None, [], out=out, echo=lambda m: None,
                              check=lambda plan, text: seen.append(plan.release) or plan.release != plans[1].release)
-    assert code == commands.EXIT_INVALID_MANIFESTS and out.getvalue() == ""
+    assert code == releases.EXIT_INVALID_MANIFESTS and out.getvalue() == ""
     assert seen == [p.release for p in plans]  # every release is checked, not only up to the first bad one
-    assert commands.template(plans, None, [], out=out, echo=lambda m: None, check=lambda plan, text: True) == 0
+    assert releases.template(plans, None, [], out=out, echo=lambda m: None, check=lambda plan, text: True) == 0
     assert out.getvalue().count("kind: JobSet") == 3
 
 
@@ -555,6 +559,6 @@ def test_install_validates_every_release_before_the_first_install(planted_render
 
 
 def test_kube_version_passed_to_helm_is_used_for_validation():
-    assert mv.kube_version_from_flags(["--kube-version", "1.30"]) == "1.30"
-    assert mv.kube_version_from_flags(["-n", "a", "--kube-version=1.29.1"]) == "1.29.1"
-    assert mv.kube_version_from_flags(["-n", "a"]) == mv.DEFAULT_KUBE_VERSION
+    assert kube_version_from_flags(["--kube-version", "1.30"]) == "1.30"
+    assert kube_version_from_flags(["-n", "a", "--kube-version=1.29.1"]) == "1.29.1"
+    assert kube_version_from_flags(["-n", "a"]) == mv.DEFAULT_KUBE_VERSION

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.manifests import Difference, index_by_kind_name, normalize, parse_manifests, semantic_diff
+from helm_nemo.diff.semantic import Difference, index_by_kind_name, normalize, parse_manifests, semantic_diff
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures" / "parity"

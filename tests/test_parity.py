@@ -17,7 +17,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import render_fixture
-from helm_nemo.manifests import Difference, parse_manifests, semantic_diff  # noqa: F401 (Difference: type of explain)
+from helm_nemo.diff.semantic import Difference, parse_manifests, semantic_diff  # noqa: F401 (Difference: type of explain)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "parity"

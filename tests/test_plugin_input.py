@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.release_plan import build_plans
-from helm_nemo.substitution import substitute
+from helm_nemo.values.plan import build_plans
+from helm_nemo.values.substitute import substitute
 from helm_nemo.user_errors import UserError
-from helm_nemo.values_file import load_values, load_values_text
-from helm_nemo.values_validation import validate
+from helm_nemo.values.load import load_values, load_values_text
+from helm_nemo.values.validation import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -209,7 +209,7 @@ def test_no_chart_named_is_a_clear_error(tmp_path):
 
 
 def test_helm_flag_spellings_follow_the_running_major():
-    from helm_nemo.helm_runner import translate_flags
+    from helm_nemo.actions.helm import translate_flags
 
     args = ["--atomic", "--force", "--dry-run", "--timeout=5m", "--rollback-on-failure"]
     assert translate_flags(args, 4) == ["--rollback-on-failure", "--force-replace", "--dry-run=client", "--timeout=5m",

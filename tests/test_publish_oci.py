@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helm_nemo import chart_versions, publish
-from helm_nemo.helm_runner import HelmBinary
+from helm_nemo.generate import versions as chart_versions
+
+from helm_nemo.actions import publish
+from helm_nemo.actions.helm import HelmBinary
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_BIN = Path(os.environ.get("DOCKER_REGISTRY", "/usr/bin/docker-registry"))
@@ -212,8 +214,8 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     """--chart oci://…/NAME --version V of a locked version uses the local twin's schema: same checks, same jobTimestamp."""
     from datetime import datetime, timezone
 
-    from helm_nemo.commands import stamp_job_time
-    from helm_nemo.release_plan import build_plans
+    from helm_nemo.actions.releases import stamp_job_time
+    from helm_nemo.values.plan import build_plans
     from helm_nemo.user_errors import UserError
 
     values = tmp_path / "values.yaml"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo import commands
-from helm_nemo.helm_runner import HelmBinary
-from helm_nemo.release_plan import build_plans
+from helm_nemo.actions import releases
+from helm_nemo.actions.helm import HelmBinary
+from helm_nemo.values.plan import build_plans
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"
@@ -49,7 +49,7 @@ def test_install_runs_releases_in_order_with_json_values(fake_helm):
     helm, calls = fake_helm
     messages: list[str] = []
     now = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
-    rc = commands.install(build_plans(RECIPE, ENV), helm, ["--wait"], echo=messages.append, now=now)
+    rc = releases.install(build_plans(RECIPE, ENV), helm, ["--wait"], echo=messages.append, now=now)
     assert rc == 0
     made = calls()
     assert [c["argv"][:2] for c in made] == [["install", "llama31-405b-supervisor"], ["install", "llama31-405b-storage"],
@@ -68,7 +68,7 @@ def test_install_stops_at_the_first_failure_and_says_what_is_installed(fake_helm
     helm, calls = fake_helm
     monkeypatch.setenv("FAIL_RELEASE", "llama31-405b-storage")
     messages: list[str] = []
-    rc = commands.install(build_plans(RECIPE, ENV), helm, [], echo=messages.append)
+    rc = releases.install(build_plans(RECIPE, ENV), helm, [], echo=messages.append)
     assert rc == 3
     assert [c["argv"][1] for c in calls()] == ["llama31-405b-supervisor", "llama31-405b-storage"]
     assert "Installed by this run: llama31-405b-supervisor." in messages[-2]
@@ -77,7 +77,7 @@ def test_install_stops_at_the_first_failure_and_says_what_is_installed(fake_helm
 
 def test_uninstall_goes_in_reverse(fake_helm):
     helm, calls = fake_helm
-    assert commands.uninstall(build_plans(RECIPE, ENV), helm, ["--wait"], echo=lambda m: None) == 0
+    assert releases.uninstall(build_plans(RECIPE, ENV), helm, ["--wait"], echo=lambda m: None) == 0
     assert [c["argv"] for c in calls()] == [
         ["uninstall", "llama31-405b", "--wait"],
         ["uninstall", "llama31-405b-storage", "--wait"],
@@ -89,7 +89,7 @@ def test_uninstall_reports_every_failure(fake_helm, monkeypatch):
     helm, calls = fake_helm
     monkeypatch.setenv("FAIL_RELEASE", "llama31-405b")
     messages: list[str] = []
-    assert commands.uninstall(build_plans(RECIPE, ENV), helm, [], echo=messages.append) == 1
+    assert releases.uninstall(build_plans(RECIPE, ENV), helm, [], echo=messages.append) == 1
     assert len(calls()) == 3  # it still tries the others
     assert messages[-1] == "helm nemo: could not uninstall: llama31-405b"
 
@@ -97,7 +97,7 @@ def test_uninstall_reports_every_failure(fake_helm, monkeypatch):
 def test_upgrade_install_flag(fake_helm):
     helm, calls = fake_helm
     example = ROOT / "values/examples/a4-llama31-405b.yaml"
-    assert commands.install(build_plans(example, ENV), helm, [], upgrade=True, install_missing=True, echo=lambda m: None) == 0
+    assert releases.install(build_plans(example, ENV), helm, [], upgrade=True, install_missing=True, echo=lambda m: None) == 0
     assert calls()[0]["argv"][:3] == ["upgrade", "--install", "llama31-405b-a4"]
 
 
@@ -106,6 +106,6 @@ def test_template_writes_every_release(fake_helm):
 
     helm, calls = fake_helm
     out = io.StringIO()
-    assert commands.template(build_plans(RECIPE, ENV), helm, [], out=out, echo=lambda m: None) == 0
+    assert releases.template(build_plans(RECIPE, ENV), helm, [], out=out, echo=lambda m: None) == 0
     assert [c["argv"][:2] for c in calls()][-1] == ["template", "llama31-405b"]
     assert "jobTimestamp" not in calls()[-1]["stdin"]  # templates stay reproducible

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helm_nemo.profiles import load_profiles, read_yaml
-from helm_nemo.substitution import RUNTIME_VARIABLES
+from helm_nemo.generate.profiles import load_profiles, read_yaml
+from helm_nemo.values.substitute import RUNTIME_VARIABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.substitution import RUNTIME_VARIABLES, runtime_names, substitute
+from helm_nemo.values.substitute import RUNTIME_VARIABLES, runtime_names, substitute
 from helm_nemo.user_errors import UserError
-from helm_nemo.values_file import load_values
+from helm_nemo.values.load import load_values
 
 PARITY = Path("/work/shared/parity")
 

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from helm_nemo.substitution import RUNTIME_VARIABLES, substitute
+from helm_nemo.values.substitute import RUNTIME_VARIABLES, substitute
 from helm_nemo.user_errors import UserError
-from helm_nemo.values_file import load_values_text
+from helm_nemo.values.load import load_values_text
 
 # database=None: no .hypothesis folder in the checkout (it is not in .gitignore)
 SETTINGS = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

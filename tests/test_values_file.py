@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helm_nemo.user_errors import EXIT_USER_ERROR, MAX_LINES, Problem, UserError, json_path, raise_if_problems
-from helm_nemo.values_file import load_values, load_values_text
+from helm_nemo.values.load import load_values, load_values_text
 
 PARITY = Path("/work/shared/parity")
 
@@ -189,7 +189,7 @@ def test_unknown_tag_and_infinity_are_errors_with_positions(tmp_path):
 
 
 def test_alias_bomb_is_refused(tmp_path, monkeypatch):
-    import helm_nemo.values_file as values_file
+    import helm_nemo.values.load as values_file
 
     monkeypatch.setattr(values_file, "MAX_NODES", 1000)
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]

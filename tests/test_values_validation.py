@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from helm_nemo.user_errors import UserError
-from helm_nemo.values_file import load_values
-from helm_nemo.values_validation import raise_if_problems, schema_errors, validate
+from helm_nemo.values.load import load_values
+from helm_nemo.values.validation import raise_if_problems, schema_errors, validate
 
 SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",

@@ -7,12 +7,11 @@ markers (`{"$profile": "gpusPerNode"}`) become the profile's values.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
-from . import paths
+from helm_nemo import resources
 
 
 # A property the profile may lack: "csi:<driver>" (in profile.csiDrivers) or a profile field that must be set.
@@ -40,7 +39,7 @@ def _profile_value(profile: dict[str, Any], dotted: str) -> Any:
 
 def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path | None = None,
            profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    schemas_dir = schemas_dir or paths.schemas_dir()
+    schemas_dir = schemas_dir or resources.schemas_dir()
     loaded: dict[str, dict[str, Any]] = {}
     collected: dict[str, Any] = {}
     origin: dict[str, str] = {}

@@ -7,9 +7,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-from . import paths
+from helm_nemo import resources
 
 
 class HelmNotFound(Exception):
@@ -40,8 +39,9 @@ def locate_helm() -> str:
         value = os.environ.get(var)
         if value:
             return value
-    for major in (4, 3):
-        candidate = paths.project_root() / ".tools" / f"helm{major}" / "helm"
+    checkout = resources.checkout_root()
+    for major in (4, 3) if checkout else ():
+        candidate = checkout / ".tools" / f"helm{major}" / "helm"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     found = shutil.which("helm")

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from helm_nemo import resources
 
 LOCK_NAME = "versions.lock"
 CONTENT_DIGEST_ANNOTATION = "helm-nemo.dev/content-digest"
@@ -95,7 +95,7 @@ def read_charts(charts: Path) -> list[ChartContent]:
 
 
 def lock_path(root: Path | None = None) -> Path:
-    return (root or paths.project_root()) / "generator" / LOCK_NAME
+    return (root or resources.data_root()) / "generator" / LOCK_NAME
 
 
 def load_lock(root: Path | None = None) -> dict[str, dict[str, str]]:
@@ -140,14 +140,14 @@ _HEADING = re.compile(r"^##\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s+v?(\S+)", re.M)
 
 def changelog_entries(root: Path | None = None) -> set[tuple[str, str]]:
     """(chart name or kind, version) of every `## <name> <version>` heading of CHANGELOG.md."""
-    path = (root or paths.project_root()) / "CHANGELOG.md"
+    path = (root or resources.data_root()) / "CHANGELOG.md"
     if not path.exists():
         return set()
     return {(m.group(1), m.group(2)) for m in _HEADING.finditer(path.read_text(encoding="utf-8"))}
 
 
 def _accelerators(root: Path | None) -> set[str]:
-    return {p.stem for p in ((root or paths.project_root()) / "values" / "accelerators").glob("*.yaml")}
+    return {p.stem for p in ((root or resources.data_root()) / "values" / "accelerators").glob("*.yaml")}
 
 
 def released(name: str, version: str, entries: set[tuple[str, str]], accelerators: set[str]) -> bool:
@@ -190,7 +190,7 @@ def record(root: Path | None = None, files: dict[str, bytes] | None = None) -> l
 
     `files` default to what is under charts/ now (call it after `generator.write`).
     """
-    root = root or paths.project_root()
+    root = root or resources.data_root()
     charts = read_charts(root / "charts") if files is None else split_charts(files)
     lock = load_lock(root)
     entries, accelerators = changelog_entries(root), _accelerators(root)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import paths
+from helm_nemo import resources
 
 
 class ProfileError(Exception):
@@ -25,10 +25,10 @@ def parse_yaml(text: str) -> Any:
 
 
 def load_profile(path: Path) -> dict[str, Any]:
-    from .schema_check import Validator  # the draft-07 subset validator: no jsonschema import on CLI paths
+    from helm_nemo.schema_check import Validator  # the draft-07 subset validator: no jsonschema import on CLI paths
 
     profile = read_yaml(path)
-    schema = json.loads((paths.schemas_dir() / "accelerator-profile.schema.json").read_text())
+    schema = json.loads((resources.schemas_dir() / "accelerator-profile.schema.json").read_text())
     errors = sorted(Validator(schema).iter_errors(profile), key=lambda e: [str(p) for p in e.path])
     if errors:
         lines = [f"{path}: $.{'.'.join(str(p) for p in e.path)}: {e.message}" for e in errors]
@@ -73,6 +73,6 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
 
 def load_profiles(directory: Path | None = None) -> dict[str, dict[str, Any]]:
     """All profiles by id, in id order (the order charts are generated in)."""
-    directory = directory or paths.accelerators_dir()
+    directory = directory or resources.accelerators_dir()
     profiles = [load_profile(p) for p in sorted(directory.glob("*.yaml"))]
     return {p["id"]: p for p in sorted(profiles, key=lambda p: p["id"])}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import paths
+from helm_nemo import resources
 
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}
@@ -46,12 +46,12 @@ class ReleasePlan:
 
 
 def released_local_chart(name: str, version: str | None) -> Path | None:
-    from .chart_versions import load_lock, read_chart
+    from helm_nemo.generate.versions import load_lock, read_chart
 
     locked = load_lock().get(name, {}).get(version or "")
     if not locked:
         return None
-    for chart_yaml in sorted(paths.charts_dir().glob("**/Chart.yaml")):
+    for chart_yaml in sorted(resources.charts_dir().glob("**/Chart.yaml")):
         chart = read_chart(chart_yaml.parent)
         if chart.name == name and chart.version == version and chart.digest == locked:
             return chart_yaml.parent
@@ -59,12 +59,12 @@ def released_local_chart(name: str, version: str | None) -> Path | None:
 
 
 def local_chart_path(kind: str, accelerator: str | None) -> Path:
-    charts = paths.charts_dir()
+    charts = resources.charts_dir()
     return charts / accelerator / kind if accelerator else charts / kind
 
 
 def _problem(loaded, where: tuple, message: str, expected: str | None = None, hint: str | None = None):
-    from .user_errors import Problem
+    from helm_nemo.user_errors import Problem
 
     line, column = loaded.position(where)
     return Problem(
@@ -74,7 +74,7 @@ def _problem(loaded, where: tuple, message: str, expected: str | None = None, hi
 
 
 def json_path(parts: tuple) -> str:
-    from .user_errors import json_path as render
+    from helm_nemo.user_errors import json_path as render
 
     return render(parts)
 
@@ -162,7 +162,7 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
 
     `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
     """
-    from .user_errors import UserError
+    from helm_nemo.user_errors import UserError
 
     real = real or (lambda rel: where + rel)
 
@@ -176,7 +176,7 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         raise UserError(_problem(loaded, where, "which chart? the values name no `chart`",
                                  expected="chart: jobset (or nemo-training, supervisor, gcs-fuse, fsx-lustre) and accelerator: <id>",
                                  hint="or pass --chart PATH|oci://…|KIND"))
-    charts = paths.charts_dir()
+    charts = resources.charts_dir()
     # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
     if (charts / kind / "Chart.yaml").is_file():
         path = charts / kind
@@ -198,7 +198,7 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
 def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
     """The keys helm nemo itself reads before the schema check, in the shape it needs (else a clear error,
     not a crash): chart/accelerator/release strings, files a mapping of values keys to path strings."""
-    from .user_errors import Problem
+    from helm_nemo.user_errors import Problem
 
     problems = []
 
@@ -231,7 +231,7 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
 
 def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
               version: str | None, base: Path, origin: dict[str, tuple] | None = None) -> tuple[ReleasePlan, list]:
-    from .user_errors import UserError, raise_if_problems
+    from helm_nemo.user_errors import UserError, raise_if_problems
 
     origin = origin or {}
 
@@ -251,7 +251,7 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
     local = plan.local_chart
     schema = chart_schema(local) if local else None
     if schema is not None:
-        from .values_validation import validate
+        from helm_nemo.values.validation import validate
 
         merged = merge_values(chart_defaults(local), data)
         problems += validate(merged, schema, filename=str(loaded.path),
@@ -266,9 +266,9 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
 def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, release: str | None = None,
                 chart: str | None = None, version: str | None = None) -> list[ReleasePlan]:
     """Load, substitute, read files and validate; raise UserError with every problem, or return the plans."""
-    from .substitution import substitute
-    from .user_errors import UserError, raise_if_problems
-    from .values_file import load_values
+    from helm_nemo.values.substitute import substitute
+    from helm_nemo.user_errors import UserError, raise_if_problems
+    from helm_nemo.values.load import load_values
 
     loaded = load_values(path)
     env = os.environ if env is None else env

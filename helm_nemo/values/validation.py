@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Callable, NamedTuple
 
-from .user_errors import Problem, json_path, raise_if_problems
+from helm_nemo.user_errors import Problem, json_path, raise_if_problems
 
 __all__ = ["validate", "raise_if_problems", "schema_errors"]
 
@@ -39,7 +39,7 @@ class SchemaError(NamedTuple):
 
 def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
     """Every draft-07 error of `data` (fast validator first, jsonschema for keywords it lacks)."""
-    from .schema_check import Validator
+    from helm_nemo.schema_check import Validator
 
     try:
         return [SchemaError(tuple(e.path), e.validator, e.validator_value, e.message, e.schema, e.instance)

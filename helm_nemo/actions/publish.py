@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .chart_versions import CONTENT_DIGEST_ANNOTATION, SEMVER, ChartContent, load_lock, read_chart
-from .helm_runner import HelmBinary
+from helm_nemo.generate.versions import CONTENT_DIGEST_ANNOTATION, SEMVER, ChartContent, load_lock, read_chart
+from helm_nemo.actions.helm import HelmBinary
 
 DEFAULT_EPOCH = 315532800  # 1980-01-01T00:00:00Z
 Echo = Callable[[str], None]

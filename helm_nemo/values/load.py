@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .user_errors import Problem, UserError, json_path
+from helm_nemo.user_errors import Problem, UserError, json_path
 
 MAX_NODES = 1_000_000  # aliases expand; a "billion laughs" file must not hang the CLI
 

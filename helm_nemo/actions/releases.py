@@ -11,11 +11,10 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Callable, TextIO
 
-from .helm_runner import HelmBinary, needs_translation, translate_flags
-from .release_plan import ReleasePlan, chart_schema, helm_values_json
+from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
+from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
 Echo = Callable[[str], None]
 
@@ -53,7 +52,7 @@ def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.
     return _run(helm, ["template"], plan, extra, capture=True)
 
 
-# Exit code when the rendered manifests have problems (helm_nemo.manifest_validation); same as a user error.
+# Exit code when the rendered manifests have problems (helm_nemo.validate); same as a user error.
 EXIT_INVALID_MANIFESTS = 2
 
 

@@ -22,14 +22,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .user_errors import Problem, UserError, json_path
+from helm_nemo.user_errors import Problem, UserError, json_path
 
 def _runtime_variables() -> frozenset[str]:
     """The variables the pod defines: one list, owned by the chart source (generator/shared/runtime-variables.yaml)."""
-    from . import paths
-    from .profiles import read_yaml
+    from helm_nemo import resources
+    from helm_nemo.generate.profiles import read_yaml
 
-    groups = read_yaml(paths.generator_dir() / "shared" / "runtime-variables.yaml") or {}
+    groups = read_yaml(resources.generator_dir() / "shared" / "runtime-variables.yaml") or {}
     return frozenset(name for names in groups.values() for name in names or ())
 
 

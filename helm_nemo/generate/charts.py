@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .profiles import load_profiles, parse_yaml, read_yaml
-from .schema_bundle import bundle
-from .values_docs import values_table
+from helm_nemo import resources
+from helm_nemo.generate.profiles import load_profiles, parse_yaml, read_yaml
+from helm_nemo.generate.schema_bundle import bundle
+from helm_nemo.generate.values_docs import values_table
 
 GENERATED_MARKER = ".generated-by-helm-nemo"
 
@@ -31,7 +31,7 @@ class ChartSpec:
 
 
 def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
-    raw = read_yaml((generator_dir or paths.generator_dir()) / "charts.yaml")
+    raw = read_yaml((generator_dir or resources.generator_dir()) / "charts.yaml")
     return [
         ChartSpec(
             kind=c["kind"],
@@ -177,7 +177,7 @@ def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, A
 
 def render_all(root: Path | None = None) -> dict[str, bytes]:
     """Every generated file under charts/, keyed by path relative to charts/."""
-    root = root or paths.project_root()
+    root = root or resources.data_root()
     generator_dir = root / "generator"
     env = _jinja_env(generator_dir)
     profiles = load_profiles(root / "values" / "accelerators")
@@ -192,7 +192,7 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
 
 
 # What the charts are generated from: a change to any of these may change charts/.
-_GENERATOR_CODE = ("generator.py", "schema_bundle.py", "values_docs.py", "profiles.py")
+_GENERATOR_CODE = ("charts.py", "schema_bundle.py", "values_docs.py", "profiles.py")
 
 
 def source_digest(root: Path) -> str:
@@ -253,7 +253,7 @@ def check(root: Path | None = None) -> list[str]:
     recorded, charts/ is what those sources produce (generation is deterministic) and nothing is
     rendered. Any edit on either side falls through to the full render-and-compare.
     """
-    root = root or paths.project_root()
+    root = root or resources.data_root()
     have = _existing_files(root / "charts")
     recorded = have.get(GENERATED_MARKER, b"").decode()
     if recorded and recorded == marker_text(source_digest(root), files_digest(have)):
@@ -274,14 +274,14 @@ def check(root: Path | None = None) -> list[str]:
 
 def _version_problems(root: Path, files: dict[str, bytes]) -> list[str]:
     """Charts whose content changed under a version generator/versions.lock already records (see chart_versions)."""
-    from .chart_versions import lock_problems
+    from helm_nemo.generate.versions import lock_problems
 
     return lock_problems(root, files)
 
 
 def write(root: Path | None = None) -> list[str]:
     """Write charts/ from the sources, removing stale generated files; returns the paths changed."""
-    root = root or paths.project_root()
+    root = root or resources.data_root()
     charts = root / "charts"
     wanted = render_all(root)
     have = _existing_files(charts)

@@ -1,0 +1,79 @@
+"""Render and validate releases: `helm nemo lint`, and template/install before they output or install."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from helm_nemo.actions import releases
+from helm_nemo.validate.documents import DEFAULT_KUBE_VERSION, parse_documents
+from helm_nemo.validate.manifests import format_problems, validate_manifests
+from helm_nemo.validate.schemas import resolve_kube_version
+
+def kube_version_from_flags(extra: Iterable[str], default: str = DEFAULT_KUBE_VERSION) -> str:
+    """The `--kube-version` the user passes through to helm, if any: validate for the same version."""
+    args = list(extra)
+    for i, arg in enumerate(args):
+        if arg == "--kube-version" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--kube-version="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _kube_label(kube_version: str) -> str:
+    major, minor = resolve_kube_version(kube_version)
+    return f"{major}.{minor}"
+
+
+def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
+                   hint: str | None = None) -> bool:
+    """Validate one release's rendered text; echo its problems (if any). True when clean."""
+    problems = validate_manifests(text, kube_version=kube_version)
+    if problems:
+        echo(format_problems(problems, title=f"helm nemo: release {plan.release} ({plan.chart}): the rendered "
+                                             f"manifests do not validate (Kubernetes {_kube_label(kube_version)}):"))
+        if hint:
+            echo(hint)
+    return not problems
+
+
+def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
+               err=print) -> int:
+    """Render every release with helm template and validate it: 0 clean, 2 problems, helm's code if rendering fails."""
+    clean = True
+    for plan in plans:
+        for warning in plan.warnings:
+            err(f"warning: {warning}")
+        proc = releases.render(plan, helm, extra)
+        if proc.returncode != 0:
+            err(proc.stderr.rstrip())
+            err(f"helm nemo: rendering release {plan.release} failed")
+            return proc.returncode or 1
+        if check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo):
+            count = len(parse_documents(proc.stdout)[0])
+            echo(f"ok: release {plan.release} ({plan.chart}): {count} object(s) valid "
+                 f"(Kubernetes {_kube_label(kube_version)} and CRD schemas)")
+        else:
+            clean = False
+    return 0 if clean else releases.EXIT_INVALID_MANIFESTS
+
+
+SKIP_HINT = "(--skip-manifest-validation skips this check)"
+
+
+def preflight(plans, helm, extra: list[str], *, echo=print) -> int:
+    """Before installing: render and validate every release of the recipe, so none is installed if one is
+    invalid. 0 when all are clean."""
+    kube_version = kube_version_from_flags(extra)
+    clean = True
+    for plan in plans:
+        proc = releases.render(plan, helm, extra)
+        if proc.returncode != 0:
+            echo(proc.stderr.rstrip())
+            echo(f"helm nemo: rendering release {plan.release} for validation failed; nothing was installed {SKIP_HINT}")
+            return proc.returncode or 1
+        clean = check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo) and clean
+    if not clean:
+        echo(f"helm nemo: nothing was installed {SKIP_HINT}")
+        return releases.EXIT_INVALID_MANIFESTS
+    return 0

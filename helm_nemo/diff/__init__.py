@@ -1,0 +1,1 @@
+"""Rendered manifests compared as data: normalisation and a semantic, object-by-object diff (semantic)."""

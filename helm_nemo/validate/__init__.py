@@ -1,0 +1,35 @@
+"""Offline validation of rendered manifests: every object against its Kubernetes or CRD schema, plus
+the checks a schema cannot express. No cluster needed.
+
+Schemas
+  * Core kinds: the strict schema files of the `kubernetes-validate` package (one folder per Kubernetes
+    minor; Draft 2020-12 with `$ref`s into `_definitions.json`), used as data only. The Kubernetes
+    version is a parameter; the newest shipped minor <= the one asked for is used.
+  * CRD kinds: schemas/k8s/<group>/<kind>_<version>.json (see schemas/k8s/NOTICE), adjusted in memory
+    when loaded: the root `metadata` gets the core ObjectMeta schema; every object schema with
+    `properties` is closed (`additionalProperties: false`, the root too) unless it has
+    `x-kubernetes-preserve-unknown-fields` (the API server prunes unknown fields silently, so a typo
+    would be lost without a word); `null` is accepted where a value is typed (the API server drops
+    nulls for CRDs, as the core schemas accept them); Go (RE2) regex patterns Python's `re` rejects
+    are translated.
+  * One compiled validator per (apiVersion, kind, Kubernetes minor), cached; every error of every
+    document is reported. A kind without a schema is an error, not a warning.
+
+Checks beyond the schemas (ids in CHECKS): DNS names and length limits (incl. the names the JobSet and
+Job controllers derive), label syntax, resource quantities, requests vs limits, GPUs per pod vs the
+accelerator profile, fabric devices vs fabric env, duplicate env / container / volume names, volume
+mounts naming a volume, and the GKE multi-network annotation parsing as JSON.
+
+Modules: documents (parsing, problems, check ids), schemas (where schemas come from), compiled (validators),
+pods (pod templates inside workloads), quantity (resource quantities), checks/ (one module per topic),
+manifests (the entry points). Nothing here runs helm: actions/lint.py calls this package, never the reverse.
+
+Public API: validate_manifests(docs, kube_version=...) -> [ManifestProblem]; format_problems(problems).
+"""
+
+from helm_nemo.validate.documents import CHECKS, DEFAULT_KUBE_VERSION, Document, ManifestProblem, parse_documents
+from helm_nemo.validate.manifests import format_problems, validate_manifests
+from helm_nemo.validate.schemas import resolve_kube_version, shipped_kube_versions
+
+__all__ = ["CHECKS", "DEFAULT_KUBE_VERSION", "Document", "ManifestProblem", "format_problems", "parse_documents",
+           "resolve_kube_version", "shipped_kube_versions", "validate_manifests"]

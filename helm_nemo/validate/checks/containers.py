@@ -1,0 +1,53 @@
+"""Containers: duplicate names and env, mounts of unknown volumes."""
+
+from __future__ import annotations
+
+
+from helm_nemo.validate.compiled import did_you_mean
+from helm_nemo.validate.documents import Collector, json_path
+from helm_nemo.validate.pods import PodTemplate, containers
+
+def check_containers(out: Collector, pods: list[PodTemplate]) -> None:
+    for pod in pods:
+        volumes: dict[str, int] = {}
+        for i, volume in enumerate(pod.spec.get("volumes") or []):
+            if isinstance(volume, dict) and isinstance(volume.get("name"), str):
+                if volume["name"] in volumes:
+                    out.add(pod.path + ("volumes", i, "name"), f"volume {volume['name']!r} is defined twice (also "
+                                                               f"volumes[{volumes[volume['name']]}])", "duplicate-name")
+                volumes.setdefault(volume["name"], i)
+        names: dict[str, tuple] = {}
+        for where, container, _ in containers(pod.spec):
+            cname = container.get("name")
+            if isinstance(cname, str):
+                if cname in names:
+                    out.add(pod.path + where + ("name",), f"container name {cname!r} is used twice (also "
+                                                          f"{json_path(names[cname])[2:]})", "duplicate-name")
+                names.setdefault(cname, where)
+            seen: dict[str, int] = {}
+            for j, entry in enumerate(container.get("env") or []):
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    if entry["name"] in seen:
+                        out.add(pod.path + where + ("env", j, "name"),
+                                f"env {entry['name']!r} is defined twice in container {cname!r} (also env[{seen[entry['name']]}]); "
+                                "the later one silently wins", "duplicate-env")
+                    seen.setdefault(entry["name"], j)
+            mount_paths: dict[str, int] = {}
+            for j, mount in enumerate(container.get("volumeMounts") or []):
+                if not isinstance(mount, dict):
+                    continue
+                if mount.get("name") not in volumes:
+                    have = ", ".join(sorted(volumes)) or "none"
+                    hint = did_you_mean(str(mount.get("name")), volumes)
+                    out.add(pod.path + where + ("volumeMounts", j, "name"), f"volumeMount names volume "
+                            f"{mount.get('name')!r}, which the pod does not define{hint} (volumes: {have})", "volume-mount")
+                path = mount.get("mountPath")
+                if isinstance(path, str):
+                    if path in mount_paths:
+                        out.add(pod.path + where + ("volumeMounts", j, "mountPath"), f"mountPath {path!r} is used "
+                                f"twice in container {cname!r} (also volumeMounts[{mount_paths[path]}])", "volume-mount")
+                    mount_paths.setdefault(path, j)
+            for j, device in enumerate(container.get("volumeDevices") or []):
+                if isinstance(device, dict) and device.get("name") not in volumes:
+                    out.add(pod.path + where + ("volumeDevices", j, "name"), f"volumeDevice names volume "
+                            f"{device.get('name')!r}, which the pod does not define", "volume-mount")

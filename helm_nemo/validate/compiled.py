@@ -1,0 +1,271 @@
+"""Compiled validators: one per (apiVersion, kind, Kubernetes minor), a fast yes/no closure in front
+of jsonschema, which still writes every message."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+from helm_nemo.validate.documents import Collector, short
+from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_schema, registry
+
+# fast path: the schema compiled to closures that only answer "valid?". jsonschema walks a JobSet in
+# ~1 ms; the closures in a fraction of that. Only when a document is invalid does jsonschema run, so
+# every message and path still comes from jsonschema. A schema with a keyword not handled here is
+# validated by jsonschema alone (tests/test_manifest_validation.py checks both agree).
+
+_IGNORED = {"description", "default", "format", "$schema", "$id", "title", "examples", "nullable", "deprecated",
+            "readOnly", "writeOnly", "$comment"}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _type_test(name: str):
+    return {
+        "object": lambda v: isinstance(v, dict),
+        "array": lambda v: isinstance(v, list),
+        "string": lambda v: isinstance(v, str),
+        "null": lambda v: v is None,
+        "boolean": lambda v: isinstance(v, bool),
+        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    }[name]
+
+
+class _FastCompiler:
+    def __init__(self, root: dict, defs: dict):
+        self.root = root
+        self.defs = defs  # $defs of kubernetes-validate's _definitions.json
+        self.cache: dict[str, Any] = {}
+
+    def ref(self, ref: str, in_defs: bool):
+        """`#/$defs/X` is relative to the resource being compiled (the kind's file or _definitions.json)."""
+        if ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/"):]
+        elif re.search(r"_definitions\.json#/\$defs/", ref):
+            name, in_defs = ref.split("#/$defs/", 1)[1], True
+        else:
+            raise _Unsupported(ref)
+        base = self.defs if in_defs else (self.root.get("$defs") or {})
+        key = ("defs:" if in_defs else "local:") + name
+        if key not in self.cache:
+            if name not in base:
+                raise _Unsupported(ref)
+            cell: list = []
+            self.cache[key] = lambda v: cell[0](v)  # recursion: filled in below
+            compiled = self.compile(base[name], in_defs)
+            cell.append(compiled)
+            self.cache[key] = compiled
+        return self.cache[key]
+
+    def compile(self, schema: Any, in_defs: bool = False):
+        if schema is True:
+            return lambda v: True
+        if schema is False:
+            return lambda v: False
+        if not isinstance(schema, dict):
+            raise _Unsupported(repr(schema))
+        tests = []
+        for key in schema:
+            if key not in _IGNORED and not key.startswith("x-") and key not in _FAST_KEYWORDS:
+                raise _Unsupported(key)
+        if "$ref" in schema:
+            tests.append(self.ref(schema["$ref"], in_defs))
+        if "type" in schema:
+            types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            checks = tuple(_type_test(t) for t in types)
+            tests.append(checks[0] if len(checks) == 1 else (lambda v, c=checks: any(t(v) for t in c)))
+        if "enum" in schema:
+            options = list(schema["enum"])
+            plain = all(isinstance(o, str) for o in options)
+            allowed = frozenset(options) if plain else None
+            tests.append((lambda v, a=allowed: isinstance(v, str) and v in a) if plain
+                         else (lambda v, o=options: any(_json_equal(v, x) for x in o)))
+        if "const" in schema:
+            tests.append(lambda v, c=schema["const"]: _json_equal(v, c))
+        if "pattern" in schema:
+            regex = re.compile(schema["pattern"])
+            tests.append(lambda v, r=regex: not isinstance(v, str) or r.search(v) is not None)
+        for key, op in (("maxLength", "le"), ("minLength", "ge")):
+            if key in schema:
+                n = schema[key]
+                tests.append((lambda v, n=n: not isinstance(v, str) or len(v) <= n) if op == "le"
+                             else (lambda v, n=n: not isinstance(v, str) or len(v) >= n))
+        for key, op in (("maxItems", "le"), ("minItems", "ge")):
+            if key in schema:
+                n = schema[key]
+                tests.append((lambda v, n=n: not isinstance(v, list) or len(v) <= n) if op == "le"
+                             else (lambda v, n=n: not isinstance(v, list) or len(v) >= n))
+        for key, op in (("maxProperties", "le"), ("minProperties", "ge")):
+            if key in schema:
+                n = schema[key]
+                tests.append((lambda v, n=n: not isinstance(v, dict) or len(v) <= n) if op == "le"
+                             else (lambda v, n=n: not isinstance(v, dict) or len(v) >= n))
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+        for key, cmp in (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
+                         ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n)):
+            if key in schema:
+                tests.append(lambda v, n=schema[key], c=cmp: not number(v) or c(v, n))
+        if "required" in schema:
+            required = tuple(schema["required"])
+            tests.append(lambda v, r=required: not isinstance(v, dict) or all(k in v for k in r))
+        if any(k in schema for k in ("properties", "additionalProperties", "patternProperties")):
+            tests.append(self._object(schema, in_defs))
+        if "items" in schema:
+            item = self.compile(schema["items"], in_defs)
+            tests.append(lambda v, i=item: not isinstance(v, list) or all(i(x) for x in v))
+        for key in ("allOf", "anyOf", "oneOf"):
+            if key in schema:
+                subs = tuple(self.compile(s, in_defs) for s in schema[key])
+                if key == "allOf":
+                    tests.append(lambda v, s=subs: all(t(v) for t in s))
+                elif key == "anyOf":
+                    tests.append(lambda v, s=subs: any(t(v) for t in s))
+                else:
+                    tests.append(lambda v, s=subs: sum(1 for t in s if t(v)) == 1)
+        if "not" in schema:
+            sub = self.compile(schema["not"], in_defs)
+            tests.append(lambda v, s=sub: not s(v))
+        if not tests:
+            return lambda v: True
+        if len(tests) == 1:
+            return tests[0]
+        tests = tuple(tests)
+        return lambda v: all(t(v) for t in tests)
+
+    def _object(self, schema: dict, in_defs: bool):
+        props = {k: self.compile(s, in_defs) for k, s in (schema.get("properties") or {}).items()}
+        patterns = tuple((re.compile(p), self.compile(s, in_defs))
+                         for p, s in (schema.get("patternProperties") or {}).items())
+        extra = schema.get("additionalProperties", True)
+        extra_test = None if extra is True else (False if extra is False else self.compile(extra, in_defs))
+
+        def check(v):
+            if not isinstance(v, dict):
+                return True
+            for key, value in v.items():
+                test = props.get(key)
+                if test is not None:
+                    if not test(value):
+                        return False
+                    if not patterns:
+                        continue
+                matched = False
+                for regex, ptest in patterns:
+                    if regex.search(key):
+                        matched = True
+                        if not ptest(value):
+                            return False
+                if test is None and not matched and extra_test is not None:
+                    if extra_test is False or not extra_test(value):
+                        return False
+            return True
+
+        return check
+
+
+_FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "pattern", "maxLength", "minLength",
+                  "maxItems", "minItems", "maxProperties", "minProperties", "minimum", "maximum", "exclusiveMinimum",
+                  "exclusiveMaximum", "required", "properties", "additionalProperties", "patternProperties", "items",
+                  "allOf", "anyOf", "oneOf", "not"}
+
+
+@lru_cache(maxsize=None)
+def _definitions(kube: tuple[int, int]) -> dict:
+    """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
+    return json.loads((core_dir(kube) / "_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
+
+
+class _Checker:
+    """A jsonschema validator with a compiled yes/no fast path in front of it."""
+
+    def __init__(self, schema: dict, kube: tuple[int, int]):
+        self.schema, self.kube, self._slow = schema, kube, None
+        try:
+            self.fast = _FastCompiler(schema, _definitions(kube)).compile(schema)
+        except _Unsupported:
+            self.fast = None
+
+    @property
+    def slow(self):
+        """jsonschema, built only when a document fails the fast check (or the check cannot be compiled)."""
+        if self._slow is None:
+            from jsonschema import Draft202012Validator
+
+            self._slow = Draft202012Validator(self.schema, registry=registry(self.kube))
+        return self._slow
+
+    def iter_errors(self, doc: Any):
+        if self.fast is not None and self.fast(doc):
+            return iter(())
+        return self.slow.iter_errors(doc)
+
+
+@lru_cache(maxsize=None)
+def validator_for(api_version: str, kind: str, kube: tuple[int, int]):
+    """The compiled validator for one kind, or None when there is no schema for it."""
+    crd = crd_file(api_version, kind)
+    if crd is not None and crd.is_file():
+        schema = prepare_crd_schema(json.loads(crd.read_text(encoding="utf-8")))
+        schema["$id"] = f"https://helm-nemo.dev/crd/{api_version}/{kind}"
+    else:
+        core = core_file(api_version, kind, kube)
+        if not core.is_file():
+            return None
+        schema = json.loads(core.read_text(encoding="utf-8"))
+        if schema.get("properties", {}).get("kind", {}).get("enum") not in (None, [kind]):
+            return None  # the file name matched case-insensitively but the kind is spelt differently
+    return _Checker(schema, kube)
+
+
+def known_kinds(kube: tuple[int, int]) -> list[str]:
+    """Vendored CRD kinds as apiVersion/kind (for messages)."""
+    out = []
+    for path in sorted(crd_schemas_dir().glob("*/*.json")):
+        kind, _, version = path.stem.rpartition("_")
+        out.append(f"{path.parent.name}/{version} {kind}")
+    return out
+
+
+def schema_problems(out: Collector, validator, doc: Mapping) -> None:
+    for error in validator.iter_errors(doc):
+        where = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = set((error.schema.get("properties") or {}))
+            patterns = [re.compile(p) for p in (error.schema.get("patternProperties") or {})]
+            extra = [k for k in error.instance if k not in allowed and not any(p.search(k) for p in patterns)]
+            for key in extra or [None]:
+                if key is None:
+                    out.add(where, error.message, "schema")
+                    continue
+                hint = did_you_mean(key, allowed)
+                out.add(where + (key,), f"unknown field {key!r}{hint}", "schema")
+            continue
+        message = error.message
+        if error.context and error.validator in ("oneOf", "anyOf"):
+            from jsonschema.exceptions import best_match
+
+            best = best_match(error.context)
+            message = f"{short(error.instance)} is invalid: {best.message}"
+        out.add(where, message, "schema")
+
+
+def did_you_mean(key: str, allowed: Iterable[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,127 @@
+"""Rendered documents and the problems found in them: parsing a `helm template` stream, check ids,
+the collector every check reports into."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+DEFAULT_KUBE_VERSION = "1.32"
+ACCELERATOR_LABEL = "helm-nemo.dev/accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"  # used when a profile names no fabric resource
+INTERFACES_ANNOTATION = "networking.gke.io/interfaces"
+DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
+DEFS_ID = "https://kubernetes.io/api/_definitions.json"
+OBJECTMETA_REF = DEFS_ID + "#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+# check id -> what it means (format_problems and the docs use the same words)
+CHECKS = {
+    "yaml": "the document is not YAML or not a mapping",
+    "document": "apiVersion, kind or metadata.name missing",
+    "unknown-kind": "no schema for this apiVersion/kind (neither a core kind of this Kubernetes version nor a vendored CRD)",
+    "schema": "the object does not match its Kubernetes or CRD schema",
+    "dns-name": "a name is not a valid DNS-1123/1035 name or too long",
+    "derived-name": "a name the JobSet or Job controller derives (job, pod, hostname) would be invalid or longer than 63",
+    "label": "a label or annotation key, or a label value, is malformed",
+    "quantity": "a resource quantity does not parse",
+    "resources": "requests exceed limits, or an extended resource is fractional or requested unlike its limit",
+    "gpu-count": "GPUs per pod differ from the accelerator profile's GPUs per node (multi-node workloads)",
+    "accelerator": "the helm-nemo.dev/accelerator label names no accelerator profile",
+    "fabric": "fabric env (EFA, gIB/RDMA) is set but the pod does not get the fabric devices",
+    "duplicate-env": "an env variable is defined twice in one container",
+    "duplicate-name": "two containers or two volumes of a pod share a name",
+    "volume-mount": "a volumeMount names no volume of the pod, or two mounts share a mountPath",
+    "interfaces-json": "networking.gke.io/interfaces is not a JSON list of {interfaceName, network}",
+}
+
+
+@dataclass(frozen=True)
+class ManifestProblem:
+    kind: str
+    name: str
+    path: str  # JSON path inside the object, e.g. $.spec.replicatedJobs[0].template
+    message: str
+    check: str  # one of CHECKS
+    source: str | None = None  # helm's "# Source:" template of the document, when known
+    index: int | None = None  # position of the document in the stream
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}: {self.path}: {self.message} [{self.check}]"
+
+
+
+
+@dataclass
+class Document:
+    data: Any
+    source: str | None = None
+    index: int = 0
+
+
+_SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)
+_SOURCE = re.compile(r"^# Source: (.+)$", re.M)
+
+
+def parse_documents(text: str) -> tuple[list[Document], list[ManifestProblem]]:
+    """Split a `helm template` stream into documents, keeping each one's `# Source:` template."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    docs: list[Document] = []
+    problems: list[ManifestProblem] = []
+    for chunk in _SEPARATOR.split(text):
+        if not chunk.strip():
+            continue
+        found = _SOURCE.search(chunk)
+        source = found.group(1).strip() if found else None
+        try:
+            loaded = list(yaml.load_all(chunk, Loader=loader))
+        except yaml.YAMLError as err:
+            problems.append(ManifestProblem("?", "?", "$", f"not YAML: {err}".replace("\n", " "), "yaml", source,
+                                            len(docs)))
+            continue
+        for data in loaded:
+            if data is not None:
+                docs.append(Document(data, source, len(docs)))
+    return docs, problems
+
+
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out
+
+
+def short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Collector:
+    def __init__(self, doc: Mapping, source: str | None, index: int):
+        self.kind = str(doc.get("kind") or "?")
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        self.name = str(meta.get("name") or "?")
+        self.source = source
+        self.index = index
+        self.problems: list[ManifestProblem] = []
+
+    def add(self, path: Iterable[Any], message: str, check: str) -> None:
+        assert check in CHECKS, check
+        self.problems.append(ManifestProblem(self.kind, self.name, json_path(path), message, check, self.source,
+                                             self.index))

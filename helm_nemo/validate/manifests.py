@@ -1,0 +1,97 @@
+"""Entry points: validate_manifests (every problem of every document) and format_problems."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
+from helm_nemo.validate.checks.containers import check_containers
+from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names
+from helm_nemo.validate.checks.quantities import check_quantities
+from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
+from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, parse_documents, short
+from helm_nemo.validate.pods import pod_templates
+from helm_nemo.validate.schemas import resolve_kube_version
+
+@lru_cache(maxsize=1)
+def _default_profiles() -> dict[str, dict]:
+    from helm_nemo.generate.profiles import load_profiles
+
+    return load_profiles()
+
+
+def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT_KUBE_VERSION,
+                       profiles: Mapping[str, dict] | None = None) -> list[ManifestProblem]:
+    """Every problem of every document: schema errors (all of them), unknown kinds, and the extra checks.
+
+    `docs`: a `helm template` stream (str), or parsed documents (dicts, or Documents). `profiles`:
+    accelerator profiles by id (default: values/accelerators/, loaded on first need)."""
+    kube = resolve_kube_version(kube_version)
+    problems: list[ManifestProblem] = []
+    if isinstance(docs, str):
+        documents, problems = parse_documents(docs)
+    else:
+        documents = [d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(docs) if d is not None]
+    for document in documents:
+        problems += _validate_one(document, kube, profiles)
+    return problems
+
+
+def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[str, dict] | None) -> list[ManifestProblem]:
+    doc = document.data
+    if not isinstance(doc, dict):
+        return [ManifestProblem("?", "?", "$", f"a manifest must be a mapping, got {short(doc)}", "yaml",
+                                document.source, document.index)]
+    out = Collector(doc, document.source, document.index)
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    meta = doc.get("metadata")
+    for key, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str) or not value:
+            out.add((), f"{key} is missing", "document")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        out.add(("metadata",), "metadata.name is missing", "document")
+    if out.problems and not (isinstance(api_version, str) and isinstance(kind, str)):
+        return out.problems
+    validator = validator_for(api_version, kind, kube)
+    if validator is None:
+        out.add(("kind",), f"no schema for {api_version} {kind} (not a core kind of Kubernetes {kube[0]}.{kube[1]}, "
+                           f"nor a CRD in schemas/k8s/: {', '.join(known_kinds(kube))})", "unknown-kind")
+    else:
+        schema_problems(out, validator, doc)
+    pods = pod_templates(doc)
+    check_names(out, doc, pods)
+    check_derived_names(out, doc)
+    check_labels(out, doc, pods)
+    check_quantities(out, doc, pods)
+    check_containers(out, pods)
+    check_interfaces(out, doc, pods)
+    accelerator = ((meta or {}).get("labels") or {}).get(ACCELERATOR_LABEL) if isinstance(meta, dict) else None
+    profile = None
+    if accelerator is not None:
+        known = profiles if profiles is not None else _default_profiles()
+        profile = known.get(accelerator)
+        if profile is None:
+            out.add(("metadata", "labels", ACCELERATOR_LABEL), f"no accelerator profile {accelerator!r} "
+                    f"(have: {', '.join(sorted(known))})", "accelerator")
+    if pods:
+        check_gpus(out, doc, pods, profile)
+        check_fabric(out, pods, profile)
+    return out.problems
+
+
+def format_problems(problems: Iterable[ManifestProblem], *, title: str | None = None) -> str:
+    """Problems grouped per object, in stream order; the last line counts them."""
+    problems = list(problems)
+    if not problems:
+        return (title + "\n" if title else "") + "no problems"
+    groups: dict[tuple, list[ManifestProblem]] = {}
+    for problem in problems:
+        groups.setdefault((problem.index, problem.kind, problem.name, problem.source), []).append(problem)
+    lines = [title] if title else []
+    for (_, kind, name, source), items in groups.items():
+        lines.append(f"{kind}/{name}" + (f" ({source})" if source else "") + ":")
+        for item in items:
+            lines.append(f"  {item.path}: {item.message} [{item.check}]")
+    lines.append(f"{len(problems)} problem(s) in {len(groups)} object(s)")
+    return "\n".join(lines)
