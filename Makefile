@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export HELM3 := $(CURDIR)/.tools/helm3/helm
 export HELM4 := $(CURDIR)/.tools/helm4/helm
 
-.PHONY: setup demo test generate check bench clean
+.PHONY: setup demo test generate check bench dist clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,7 +12,9 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
-test: setup
+# The tests need more than `setup`: the OCI registry (Debian's docker-registry) for the publish tests.
+test:
+	@WITH_REGISTRY=1 bash scripts/setup.sh
 	$(PY) -m pytest -q
 
 generate: setup
@@ -24,5 +26,8 @@ check: setup
 bench: setup
 	$(PY) bench/run.py
 
+dist: setup
+	$(PY) scripts/dist.py
+
 clean:
-	rm -rf $(VENV) .tools .pytest_cache
+	rm -rf $(VENV) .tools .pytest_cache dist build

@@ -1,12 +1,22 @@
 #!/bin/sh
-# Launcher of `helm nemo`: the project venv first, then a `helm-nemo` on PATH, else a clear message.
+# Launcher of `helm nemo`: the checkout's .venv (make setup), else the plugin's own venv (built by the install
+# hook, rebuilt here if it went missing), else a `helm-nemo` on PATH (pip install helm-nemo), else one message.
 DIR="${HELM_PLUGIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 if [ -x "$DIR/.venv/bin/python" ]; then
   exec "$DIR/.venv/bin/python" -m helm_nemo "$@"
 fi
+if [ -x "$DIR/venv/bin/python" ] && [ -f "$DIR/venv/.helm-nemo-version" ]; then
+  exec "$DIR/venv/bin/python" -m helm_nemo "$@"
+fi
+if [ -d "$DIR/wheels" ] || [ -f "$DIR/pyproject.toml" ]; then
+  echo "helm nemo: the plugin's Python environment is missing; rebuilding it" >&2
+  sh "$DIR/bin/install-hook.sh" || exit 2
+  exec "$DIR/venv/bin/python" -m helm_nemo "$@"
+fi
 if command -v helm-nemo >/dev/null 2>&1; then
   exec helm-nemo "$@"
 fi
-echo "helm nemo: no Python environment found." >&2
-echo "  Run 'make setup' in $DIR (creates $DIR/.venv), or 'pip install helm-nemo' so 'helm-nemo' is on PATH." >&2
+echo "helm nemo: no Python environment found in $DIR." >&2
+echo "    hint: reinstall the plugin from its release tarball (helm plugin install .../helm-nemo-VERSION.tgz)," >&2
+echo "          or 'pip install helm-nemo' so that 'helm-nemo' is on PATH." >&2
 exit 2

@@ -1,3 +1,3 @@
 """helm-nemo: generated Helm charts and a Helm plugin for NeMo training on GKE and EKS."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

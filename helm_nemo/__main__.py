@@ -1,3 +1,3 @@
-from .cli import main
+from helm_nemo.cli import run
 
-main()
+run()

@@ -34,21 +34,54 @@ def _fail(err: Exception) -> None:
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, "--version", prog_name="helm-nemo")
 @click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks.")
-def main(debug: bool) -> None:
-    """Generate, validate, install and publish NeMo training charts."""
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Generate, validate, install and publish NeMo training charts.
+
+    \b
+    Environment:
+      HELM_BIN              the helm to run (helm sets it for plugins)
+      HELM_NEMO_CHART_REPO  oci://HOST/PATH: charts by kind resolve to the published charts there
+      HELM_NEMO_HOME        a folder with charts/, schemas/, generator/, values/ to use instead of the shipped ones
+      HELM_DEBUG=true       tracebacks (same as --debug)
+    """
     if debug:
         os.environ["HELM_NEMO_DEBUG"] = "1"
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
+
+
+def run() -> None:
+    """Entry point: named `helm nemo` when helm runs us as its plugin, `helm-nemo` otherwise."""
+    main(prog_name="helm nemo" if os.environ.get("HELM_PLUGIN_NAME") else "helm-nemo")
 
 
 @main.command()
 @click.option("--check", is_flag=True, help="Exit 1 when charts/ differs from what the sources produce.")
-def generate(check: bool) -> None:
+@click.option("-o", "--output", type=click.Path(file_okay=False), default=None,
+              help="Write the charts into this directory instead of the project's charts/ (required when "
+                   "helm-nemo runs from an installed package, whose files are never modified).")
+def generate(check: bool, output: str | None) -> None:
     """Render charts/ from generator/, schemas/ and values/accelerators/."""
+    from pathlib import Path
+
+    from helm_nemo import resources
     from helm_nemo.generate import charts as generator
 
+    if output:
+        target = Path(output).resolve()
+        if resources.is_packaged() and target.is_relative_to(resources.PACKAGE_DIR):
+            _usage_error("--output points inside the installed package", "name a directory of your own")
+        changed = generator.write(out=target)
+        click.echo(f"generated {target}: {len(changed)} file(s) changed (from the sources in {resources.data_root()})")
+        return
+    if resources.is_packaged() and not check:
+        _usage_error(f"helm-nemo runs from an installed package ({resources.data_root()}); its charts are never "
+                     "rewritten", "write them elsewhere: helm nemo generate --output DIR")
     if check:
         problems = generator.check()
         stale = [line for line in problems if not line.startswith("version: ")]
@@ -76,6 +109,12 @@ def generate(check: bool) -> None:
         click.echo(f"  {line}", err=True)
     if conflicts:
         sys.exit(1)
+
+
+def _usage_error(message: str, hint: str) -> None:
+    """A command-line mistake: one message and a hint, exit 2."""
+    click.echo(f"helm nemo: {message}\n    hint: {hint}", err=True)
+    sys.exit(2)
 
 
 @main.command()
@@ -126,6 +165,8 @@ def _release_options(func):
                         help="Values or recipe file.")(func)
     func = click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")(func)
     func = click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")(func)
+    func = click.option("--chart-repo", default=None, metavar="oci://HOST/PATH",
+                        help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).")(func)
     func = click.option("-n", "--namespace", default=None, help="Namespace (helm passes it as HELM_NAMESPACE).")(func)
     func = click.argument("release", required=False, callback=_flag_is_no_release)(func)
     return func
@@ -139,10 +180,11 @@ def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | 
     return value
 
 
-def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None):
+def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None,
+           chart_repo: str | None = None):
     from helm_nemo.values.plan import build_plans
 
-    plans = build_plans(values_file, release=release, chart=chart, version=chart_version)
+    plans = build_plans(values_file, release=release, chart=chart, version=chart_version, chart_repo=chart_repo)
     if chart_version:
         for plan in plans:
             plan.chart_version = chart_version
@@ -177,9 +219,9 @@ def _release_command(body):
 
     @functools.wraps(body)
     @click.pass_context
-    def command(ctx, values_file, chart, chart_version, namespace, release, **options):
+    def command(ctx, values_file, chart, chart_version, chart_repo, namespace, release, **options):
         try:
-            plans = _plans(values_file, release, chart, chart_version)
+            plans = _plans(values_file, release, chart, chart_version, chart_repo)
             sys.exit(body(plans, _extra(ctx, namespace), **options))
         except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
             _fail(err)

@@ -12,9 +12,15 @@ WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "setup: installing the package and its dependencies into .venv"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
+  # pip's and setuptools' own chatter (deprecation banners of the build backend) goes to a log shown on failure
+  LOG="$(mktemp)"
   # compat mode: a plain path entry instead of an import hook (faster start-up of every CLI run)
-  .venv/bin/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat
+  if ! { .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip \
+         && .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' \
+              --config-settings editable_mode=compat; } >"$LOG" 2>&1; then
+    cat "$LOG" >&2; rm -f "$LOG"; echo "setup: installing the package failed" >&2; exit 1
+  fi
+  rm -f "$LOG"
   echo "$WANT" > "$STAMP"
 fi
 

@@ -1,4 +1,4 @@
-"""The semantic differ of helm_nemo/manifests.py and the allowed-difference matcher, on the real anchor renders.
+"""The semantic differ of helm_nemo/diff/semantic.py and the allowed-difference matcher, on the real anchor renders.
 
 Each test changes an anchor in one known way and checks that the differ reports exactly that (or, for the
 changes that do not count semantically, nothing). tests/test_parity.py relies on both being exact.

@@ -279,10 +279,10 @@ def _version_problems(root: Path, files: dict[str, bytes]) -> list[str]:
     return lock_problems(root, files)
 
 
-def write(root: Path | None = None) -> list[str]:
-    """Write charts/ from the sources, removing stale generated files; returns the paths changed."""
+def write(root: Path | None = None, out: Path | None = None) -> list[str]:
+    """Write charts/ (or `out`) from the sources, removing stale generated files; returns the paths changed."""
     root = root or resources.data_root()
-    charts = root / "charts"
+    charts = out or root / "charts"
     wanted = render_all(root)
     have = _existing_files(charts)
     changed = []

@@ -229,8 +229,27 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
     return problems
 
 
+def _from_repository(loaded, where: tuple, chart: str, version: str | None, repo: str) -> tuple[str, str]:
+    """A chart picked by kind (+ accelerator) -> the same chart published in `repo` (oci://HOST/PATH), at the
+    shipped chart's version unless one is given. Only released versions are published, so an unreleased
+    shipped chart is an error rather than a silently different chart."""
+    from helm_nemo.generate.versions import load_lock, read_chart
+    from helm_nemo.user_errors import UserError
+
+    if not repo.startswith("oci://"):
+        raise UserError(_problem(loaded, where, f"chart repository {repo!r} is not an oci:// reference",
+                                 expected="HELM_NEMO_CHART_REPO=oci://HOST/PATH (or --chart-repo)"))
+    shipped = read_chart(Path(chart))
+    version = version or shipped.version
+    if version == shipped.version and load_lock().get(shipped.name, {}).get(version) != shipped.digest:
+        raise UserError(_problem(loaded, where, f"chart {shipped.name} {version} is not released, so no repository "
+                                 "holds it", hint="unset HELM_NEMO_CHART_REPO / --chart-repo to use the shipped chart"))
+    return f"{repo.rstrip('/')}/{shipped.name}", version
+
+
 def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
-              version: str | None, base: Path, origin: dict[str, tuple] | None = None) -> tuple[ReleasePlan, list]:
+              version: str | None, base: Path, origin: dict[str, tuple] | None = None,
+              chart_repo: str | None = None) -> tuple[ReleasePlan, list]:
     from helm_nemo.user_errors import UserError, raise_if_problems
 
     origin = origin or {}
@@ -242,6 +261,8 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
     raise_if_problems(_shape_problems(loaded, data, prefix, real), title=f"{loaded.path}: values helm nemo cannot use:")
     problems = read_file_refs(loaded, data, prefix, base)
     chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real)
+    if chart_repo and not chart.startswith("oci://") and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve()):
+        chart, version = _from_repository(loaded, prefix, chart, version, chart_repo)
     name = release or data.get("release")
     if not name:
         raise UserError(_problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
@@ -264,18 +285,22 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
 
 
 def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, release: str | None = None,
-                chart: str | None = None, version: str | None = None) -> list[ReleasePlan]:
-    """Load, substitute, read files and validate; raise UserError with every problem, or return the plans."""
+                chart: str | None = None, version: str | None = None, chart_repo: str | None = None) -> list[ReleasePlan]:
+    """Load, substitute, read files and validate; raise UserError with every problem, or return the plans.
+
+    `chart_repo` (default: $HELM_NEMO_CHART_REPO): charts named by kind come from that OCI repository."""
     from helm_nemo.values.substitute import substitute
     from helm_nemo.user_errors import UserError, raise_if_problems
     from helm_nemo.values.load import load_values
 
     loaded = load_values(path)
     env = os.environ if env is None else env
+    chart_repo = chart_repo if chart_repo is not None else os.environ.get("HELM_NEMO_CHART_REPO") or None
     data = substitute(loaded, env).data
     base = loaded.path.parent
     if "releases" not in data:
-        plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version, base=base)
+        plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version, base=base,
+                                   chart_repo=chart_repo)
         raise_if_problems(problems, title=f"{loaded.path}: values do not fit chart {plan.chart}:")
         return [plan]
     unknown = sorted(set(data) - RECIPE_KEYS)
@@ -307,7 +332,7 @@ def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, relea
         if release and len(releases) > 1:
             raise UserError(_problem(loaded, ("releases",), "a release name on the command line fits a one-release file only"))
         plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
-                                version=item.get("version"), base=base, origin=origin)
+                                version=item.get("version"), base=base, origin=origin, chart_repo=chart_repo)
         if plan.release in seen:
             found.append(_problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
         seen[plan.release] = index

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""`make dist`: the release files in dist/.
+
+  dist/helm_nemo-<v>-py3-none-any.whl   the package, data included (charts, schemas, profiles, generator sources)
+  dist/helm_nemo-<v>.tar.gz             its sdist
+  dist/helm-nemo-<v>.tgz                the Helm plugin: plugin.yaml, completion.yaml, bin/, NOTICE and wheels/
+                                        (the wheel above plus every dependency, for this platform and Python),
+                                        so `helm plugin install` sets itself up offline
+
+The plugin tarball has plugin.yaml at its root and no `./` entry (Helm 3.17's HTTP installer needs both), and
+is reproducible: sorted entries, fixed mtime and owner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_FILES = ("plugin.yaml", "completion.yaml", "NOTICE", "bin/nemo.sh", "bin/nemo.cmd", "bin/install-hook.sh")
+EPOCH = 1_700_000_000
+
+
+def version() -> str:
+    sys.path.insert(0, str(ROOT))
+    from helm_nemo import __version__
+
+    return __version__
+
+
+def run(*args: str) -> None:
+    subprocess.run(args, check=True, cwd=ROOT)
+
+
+def plugin_tarball(version: str, wheels: list[Path], dist: Path) -> Path:
+    entries: list[tuple[str, bytes, int]] = []
+    for rel in PLUGIN_FILES:
+        path = ROOT / rel
+        entries.append((rel, path.read_bytes(), 0o755 if rel.startswith("bin/") else 0o644))
+    for wheel in wheels:
+        entries.append((f"wheels/{wheel.name}", wheel.read_bytes(), 0o644))
+    out = dist / f"helm-nemo-{version}.tgz"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({str(Path(name).parent) for name, _, _ in entries} - {"."})
+        for name in dirs:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, EPOCH
+            tar.addfile(info)
+        for name, data, mode in sorted(entries):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, EPOCH
+            tar.addfile(info, io.BytesIO(data))
+    with open(out, "wb") as handle, gzip.GzipFile(fileobj=handle, mode="wb", mtime=EPOCH, filename="") as gz:
+        gz.write(raw.getvalue())
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outdir", type=Path, default=ROOT / "dist")
+    dist = parser.parse_args().outdir.resolve()
+    v = version()
+    shutil.rmtree(dist, ignore_errors=True)
+    dist.mkdir(parents=True)
+    # --no-isolation: the build backend comes from this venv (setuptools in the test extras), not a download
+    run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist), ".")
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    wheel = dist / f"helm_nemo-{v}-py3-none-any.whl"
+    wheels = dist / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
+        "--wheel-dir", str(wheels), str(wheel))
+    tarball = plugin_tarball(v, sorted(wheels.glob("*.whl")), dist)
+    shutil.rmtree(wheels)
+    for path in sorted(dist.iterdir()):
+        print(f"dist: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    print(f"dist: install the plugin with: helm plugin install {tarball}  (Helm 4: add --verify=false; "
+          "over http(s) the same URL works on both)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
