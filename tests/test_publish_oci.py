@@ -230,3 +230,23 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n  gpus: -3\n")
     with pytest.raises(UserError):
         build_plans(values, chart=ref, version="1.0.0")
+
+
+def test_chart_repository_setting_renders_the_published_charts(helm, published):
+    """HELM_NEMO_CHART_REPO / --chart-repo: the recipe's charts named by kind come from the registry, at the
+    shipped versions, and render what the shipped charts render (helm pulls them: the plain-http flag is helm's)."""
+    target, _, _ = published
+    recipe = ROOT / "values/examples/a3ultra-405b.yaml"
+    env = {"KUEUE_NAME": "team-queue", "GCS_BUCKET": "my-bucket", "PROJECT_ID": "my-project"}
+    local = nemo(helm, "template", "-f", str(recipe), env=env)
+    assert local.returncode == 0, local.stderr
+    by_env = nemo(helm, "template", "-f", str(recipe), "--plain-http", env={**env, "HELM_NEMO_CHART_REPO": target})
+    by_flag = nemo(helm, "template", "-f", str(recipe), "--chart-repo", target, "--plain-http", env=env)
+    assert by_env.returncode == 0 and by_flag.returncode == 0, by_env.stderr + by_flag.stderr
+    assert by_env.stdout == by_flag.stdout == local.stdout
+    # not an OCI reference: one clear error, exit 2, helm never runs
+    bad = nemo(helm, "template", "-f", str(recipe), "--chart-repo", "https://charts.example", env=env)
+    assert bad.returncode == 2 and "is not an oci:// reference" in bad.stderr and "Traceback" not in bad.stderr
+    # and the charts really come from there: an empty repository path has none of them
+    empty = nemo(helm, "template", "-f", str(recipe), "--chart-repo", target + "-empty", "--plain-http", env=env)
+    assert empty.returncode != 0 and "not found" in empty.stderr.lower(), empty.stderr
