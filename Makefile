@@ -24,7 +24,7 @@ check: setup
 	$(VENV)/bin/helm-nemo generate --check
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/run.py --check
 
 dist: setup
 	$(PY) scripts/dist.py

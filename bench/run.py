@@ -2,8 +2,11 @@
 """helm-nemo benchmarks: each pair measured side by side (A B A B …) after a warm-up, on this machine.
 
 Prints min/median/max per command and the median ratio per pair, writes bench/results/latest.json,
-and with --check exits 1 when a target is missed. Targets (issue 9):
-  template   `helm nemo template` / plain `helm template` of the same chart and values   <= 1.5
+and with --check (make bench) exits 1 when a target is missed. Targets (issues 9 and 19):
+  template   `helm-nemo template` / plain `helm template` of the same chart and values, Helm 4 and 3  <= 2.0
+             (goal 1.5), with each stage's median share (HELM_NEMO_TIMINGS)
+  plugin     `helm nemo template` through the plugin installed from dist/ / `helm template`         <= 2.5
+  recipe     a 3-release recipe / its three plain `helm template`s one after another               <= 1.3
   scale      rendering a 4096-node JobSet / a 2-node one                                  <= 1.1
   generate   `helm-nemo generate` of every chart (seconds)                                 <= 1.0
   check      `helm-nemo generate --check` with nothing changed (seconds)                   <= 0.3
@@ -27,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
 HELM = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
+HELM3 = os.environ.get("HELM3", str(ROOT / ".tools/helm3/helm"))
 # As a user runs it: Python may cache bytecode (some sandboxes set PYTHONDONTWRITEBYTECODE, which makes
 # every run recompile the package: ~40 ms).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -34,49 +38,114 @@ ENV = {**ENV, "GCS_BUCKET": "bench-bucket", "KUEUE_NAME": "bench-queue", "PROJEC
 EXAMPLE = ROOT / "values/examples/a4-llama31-405b.yaml"  # one release: the pair compares one render each
 
 
-def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env or ENV, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT, stages: list | None = None) -> float:
+    env = dict(env or ENV)
+    marks = None
+    if stages is not None:
+        marks = Path(tempfile.mkstemp(prefix="helm-nemo-timings-")[1])
+        env["HELM_NEMO_TIMINGS"] = str(marks)
+    start_wall, start = time.time(), time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{proc.stderr.decode()}")
+    if marks is not None:
+        recorded, previous, durations = json.loads(marks.read_text() or "[]"), start_wall, {}
+        for stage, at in recorded:
+            durations[stage], previous = at - previous, at
+        durations["exit"] = start_wall + elapsed - previous
+        stages.append(durations)
+        marks.unlink()
     return elapsed
 
 
-def alternate(a: list[str], b: list[str], rounds: int, warmup: int = 2) -> tuple[list[float], list[float]]:
+def alternate(a: list[str] | list[list[str]], b: list[str] | list[list[str]], rounds: int, warmup: int = 2,
+              env: dict | None = None, stages: list | None = None) -> tuple[list[float], list[float]]:
+    """A and B alternately; each may be one command or several run one after another."""
+    def run(cmds, record=None) -> float:
+        cmds = cmds if isinstance(cmds[0], list) else [cmds]
+        return sum(timed(c, env, stages=record) for c in cmds)
+
     for _ in range(warmup):
-        timed(a), timed(b)
+        run(a), run(b)
     ta, tb = [], []
     for _ in range(rounds):
-        ta.append(timed(a))
-        tb.append(timed(b))
+        ta.append(run(a, stages))
+        tb.append(run(b))
     return ta, tb
+
+
+def stage_shares(stages: list[dict]) -> list[tuple[str, float]]:
+    """Each stage's median duration (ms), in the order the stages ran."""
+    names = list(dict.fromkeys(name for run in stages for name in run))
+    return [(name, statistics.median(run.get(name, 0.0) for run in stages) * 1000) for name in names]
 
 
 def stats(samples: list[float]) -> dict:
     return {"min": min(samples), "median": statistics.median(samples), "max": max(samples), "n": len(samples)}
 
 
-def plain_helm_inputs(tmp: Path) -> list[str]:
-    """The same chart and the same final values `helm nemo` hands to helm, as a plain helm command."""
+RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"  # three releases
+
+
+def plain_helm_inputs(tmp: Path, example: Path = EXAMPLE, helm: str = HELM) -> list[list[str]]:
+    """The same charts and the same final values `helm nemo` hands to helm, as plain helm commands."""
     sys.path.insert(0, str(ROOT))
     from helm_nemo.values.plan import build_plans, helm_values_json
 
-    (plan,) = build_plans(EXAMPLE, ENV)
-    values = tmp / "values.json"
-    values.write_text(helm_values_json(plan))
-    return [HELM, "template", plan.release, plan.chart, "-f", str(values)]
+    commands = []
+    for plan in build_plans(example, ENV):
+        values = tmp / f"{example.stem}-{plan.release}.json"
+        values.write_text(helm_values_json(plan))
+        commands.append([helm, "template", plan.release, plan.chart, "-f", str(values)])
+    return commands
 
 
-def bench_template(rounds: int, tmp: Path) -> dict:
+def bench_template(rounds: int, tmp: Path, helm: str, name: str) -> dict:
+    env = {**ENV, "HELM_BIN": helm}
     ours = [str(VENV_BIN / "helm-nemo"), "template", "--values", str(EXAMPLE)]
-    plain = plain_helm_inputs(tmp)
-    ta, tb = alternate(ours, plain, rounds)
+    (plain,) = plain_helm_inputs(tmp, helm=helm)
+    stages: list[dict] = []
+    ta, tb = alternate(ours, plain, rounds, env=env, stages=stages)
     # The same without the offline manifest validation (--skip-manifest-validation), for the breakdown.
-    tc, _ = alternate(ours + ["--skip-manifest-validation"], plain, rounds)
-    return {"a": "helm nemo template", "b": "helm template", "a_stats": stats(ta), "b_stats": stats(tb),
-            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.5,
+    tc, _ = alternate(ours + ["--skip-manifest-validation"], plain, rounds, env=env)
+    return {"a": f"helm-nemo template ({name})", "b": f"helm template ({name})", "a_stats": stats(ta), "b_stats": stats(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "target": 2.0, "goal": 1.5,
+            "stages_ms": stage_shares(stages),
             "without_validation": {"stats": stats(tc), "ratio": statistics.median(tc) / statistics.median(tb)}}
+
+
+def bench_recipe(rounds: int, tmp: Path) -> dict:
+    ours = [str(VENV_BIN / "helm-nemo"), "template", "--values", str(RECIPE)]
+    ta, tb = alternate(ours, plain_helm_inputs(tmp, RECIPE), rounds)
+    return {"a": "3-release recipe", "b": "3 x helm template", "a_stats": stats(ta), "b_stats": stats(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.3}
+
+
+def bench_plugin(rounds: int, tmp: Path) -> dict | None:
+    """`helm nemo template` as users type it: the plugin installed from the release tarball (make dist)."""
+    dist = tmp / "dist"
+    build = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "scripts/dist.py"), "--outdir", str(dist)],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        return {"error": (build.stdout + build.stderr)[-500:]}
+    homes = {name: str(tmp / "helm" / name.lower()) for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")}
+    env = {k: v for k, v in ENV.items() if k not in ("HELM_BIN", "HELM_PLUGINS")} | homes
+    tarball = next(dist.glob("helm-nemo-*.tgz"))
+    import tarfile
+
+    folder = tmp / "helm-nemo"  # the tarball unpacked: a local .tgz file installs on Helm 4 only with a top folder
+    with tarfile.open(tarball) as tar:
+        tar.extractall(folder, filter="data")
+    installed = subprocess.run([HELM, "plugin", "install", str(folder)], env=env, capture_output=True, text=True)
+    if installed.returncode != 0:
+        return {"error": installed.stderr[-500:]}
+    ours = [HELM, "nemo", "template", "--values", str(EXAMPLE)]
+    (plain,) = plain_helm_inputs(tmp)
+    ta, tb = alternate(ours, plain, rounds, env=env)
+    return {"a": "helm nemo template (plugin)", "b": "helm template", "a_stats": stats(ta), "b_stats": stats(tb),
+            "ratio": statistics.median(ta) / statistics.median(tb), "target": 2.5,
+            "tarball_mb": round(tarball.stat().st_size / 1e6, 1)}
 
 
 def bench_scale(rounds: int) -> dict:
@@ -126,7 +195,10 @@ def main() -> int:
                         "helm": subprocess.run([HELM, "version", "--template", "{{.Version}}"], capture_output=True,
                                                text=True).stdout},
             "rounds": args.rounds,
-            "template": bench_template(args.rounds, tmp),
+            "template": bench_template(args.rounds, tmp, HELM, "Helm 4"),
+            "template_helm3": bench_template(args.rounds, tmp, HELM3, "Helm 3"),
+            "plugin": bench_plugin(args.rounds, tmp),
+            "recipe": bench_recipe(args.rounds, tmp),
             "scale": bench_scale(args.rounds),
             **bench_generate(args.rounds, tmp),
             "validate": bench_validate(args.rounds),
@@ -134,14 +206,22 @@ def main() -> int:
     missed = []
     print(f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
           f"{args.rounds} rounds")
-    for key in ("template", "scale"):
+    for key in ("template", "template_helm3", "plugin", "recipe", "scale"):
         r = result[key]
+        if r is None or "error" in r:
+            print(f"{key:9} failed: {(r or {}).get('error', 'not run')}")
+            missed.append(key)
+            continue
         a, b = r["a_stats"], r["b_stats"]
         ok = r["ratio"] <= r["target"]
         missed += [] if ok else [key]
         print(f"{key:9} {r['a']:>22}: min {a['min']*1000:6.1f} ms  median {a['median']*1000:6.1f} ms  max {a['max']*1000:6.1f} ms")
         print(f"{'':9} {r['b']:>22}: min {b['min']*1000:6.1f} ms  median {b['median']*1000:6.1f} ms  max {b['max']*1000:6.1f} ms")
         print(f"{'':9} {'median ratio':>22}: {r['ratio']:.2f} (target <= {r['target']}) {'ok' if ok else 'MISSED'}")
+        for stage, ms in r.get("stages_ms", []):
+            share = ms / (a["median"] * 1000) * 100
+            print(f"{'':9} {'stage ' + stage:>22}: median {ms:6.1f} ms ({share:4.1f} %)" if len(stage) < 17 else
+                  f"{'':9}   stage {stage}: median {ms:6.1f} ms ({share:4.1f} %)")
         if "without_validation" in r:
             w = r["without_validation"]
             print(f"{'':9} {'(no manifest check)':>22}: median {w['stats']['median']*1000:6.1f} ms, ratio {w['ratio']:.2f}")

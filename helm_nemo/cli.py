@@ -57,7 +57,38 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 def run() -> None:
     """Entry point: named `helm nemo` when helm runs us as its plugin, `helm-nemo` otherwise."""
-    main(prog_name="helm nemo" if os.environ.get("HELM_PLUGIN_NAME") else "helm-nemo")
+    from helm_nemo import timings
+
+    timings.mark("start + imports")
+    try:
+        main(prog_name="helm nemo" if os.environ.get("HELM_PLUGIN_NAME") else "helm-nemo")
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> None:
+    """Flush and leave without the interpreter's teardown: freeing the compiled validators and schemas
+    object by object costs 100 ms and more, after all the work is done. Output errors (a closed pipe,
+    a full disk) become one line and exit 1."""
+    from helm_nemo import timings
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError as err:
+            if stream is sys.stdout:
+                try:
+                    sys.stderr.write(f"helm nemo: cannot write the output: {err.strerror or err}\n")
+                    sys.stderr.flush()
+                except OSError:
+                    pass
+                code = code or 1
+    timings.dump()
+    os._exit(code)
 
 
 @main.command()
@@ -222,6 +253,9 @@ def _release_command(body):
     def command(ctx, values_file, chart, chart_version, chart_repo, namespace, release, **options):
         try:
             plans = _plans(values_file, release, chart, chart_version, chart_repo)
+            from helm_nemo.timings import mark
+
+            mark("values: load, substitute, schema")
             sys.exit(body(plans, _extra(ctx, namespace), **options))
         except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
             _fail(err)
@@ -237,14 +271,15 @@ def template(plans, extra, skip_manifest_validation):
     """Render the release(s) of a values or recipe file with helm template (validated before printing)."""
     from helm_nemo.actions import releases
 
-    check = None
+    check = prepare = None
     if not skip_manifest_validation:
-        from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags
+        from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags, warm_validators
 
         kube = kube_version_from_flags(extra)
         echo = lambda line: click.echo(line, err=True)  # noqa: E731
         check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
-    return releases.template(plans, _helm(), extra, check=check)
+        prepare = lambda: warm_validators(plans, kube)  # noqa: E731
+    return releases.template(plans, _helm(), extra, check=check, prepare=prepare)
 
 
 @main.command(context_settings=PASSTHROUGH)

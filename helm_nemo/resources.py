@@ -2,8 +2,8 @@
 
 One answer for every way the package runs, so the wheel and the checkout behave the same:
   * ``HELM_NEMO_HOME``: a root with the checkout's layout (tests; a user's own chart tree);
-  * an installed wheel: the data ships inside the package as ``helm_nemo/data/`` (found with
-    importlib.resources; the same bytes as the repository's folders, see setup.py);
+  * an installed wheel: the data ships inside the package as ``helm_nemo/data/`` (the package's own
+    resources; the same bytes as the repository's folders, see setup.py);
   * a checkout (editable install, the plugin installed from a directory): the folders next to the package.
 """
 
@@ -20,11 +20,11 @@ DATA_ITEMS = ("charts", "generator", "schemas", "values/accelerators", "values/e
 
 @lru_cache(maxsize=1)
 def packaged_data() -> Path | None:
-    """helm_nemo/data inside an installed wheel; None in a checkout."""
-    from importlib.resources import files
-
-    root = files("helm_nemo").joinpath("data")
-    return Path(str(root)) if root.is_dir() else None
+    """helm_nemo/data inside an installed wheel; None in a checkout. (What importlib.resources.files("helm_nemo")
+    / "data" names for an installed package, found without importing importlib.resources: ~7 ms per run.
+    A zipped install is not supported.)"""
+    root = PACKAGE_DIR / "data"
+    return root if root.is_dir() else None
 
 
 def checkout_root() -> Path | None:

@@ -516,6 +516,8 @@ def planted_render(monkeypatch):
     bad = (GOLDEN / A3ULTRA).read_text().replace("nvidia.com/gpu: 8", "nvidia.com/gpu: 3")
     installs = []
     monkeypatch.setattr(releases, "render", lambda plan, helm, extra: subprocess.CompletedProcess([], 0, bad, ""))
+    monkeypatch.setattr(releases, "render_all", lambda plans, helm, extra, while_waiting=None:
+                        [subprocess.CompletedProcess([], 0, bad, "") for _ in plans])
     monkeypatch.setattr(releases, "install", lambda *a, **k: installs.append(a) or 0)
     return installs
 

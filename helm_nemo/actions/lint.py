@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterable
 
 from helm_nemo.actions import releases
@@ -23,6 +24,35 @@ def kube_version_from_flags(extra: Iterable[str], default: str = DEFAULT_KUBE_VE
 def _kube_label(kube_version: str) -> str:
     major, minor = resolve_kube_version(kube_version)
     return f"{major}.{minor}"
+
+
+def expected_kinds(chart: Path) -> set[tuple[str, str]]:
+    """(apiVersion, kind) of the objects a generated chart's templates write (a literal `apiVersion:` line
+    followed by a `kind:` line), read from the templates without rendering them."""
+    import re
+
+    found = set()
+    pattern = re.compile(r"^apiVersion: *([\w./-]+)\s*\n(?:.*\n)??kind: *(\w+)", re.M)
+    for template in (chart / "templates").glob("*.yaml"):
+        found.update(pattern.findall(template.read_text(encoding="utf-8")))
+    return found
+
+
+def warm_validators(plans, kube_version: str = DEFAULT_KUBE_VERSION) -> None:
+    """Compile the validators and read the profiles the rendered releases will need (run while helm renders;
+    every lookup is cached, so the check itself then finds them ready). Only a speed-up: what it misses the
+    check compiles when it meets it."""
+    from helm_nemo.validate.compiled import validator_for
+    from helm_nemo.validate.manifests import shipped_profile
+
+    kube = resolve_kube_version(kube_version)
+    for plan in plans:
+        chart = plan.local_chart
+        if chart is not None:
+            for api_version, kind in sorted(expected_kinds(Path(chart))):
+                validator_for(api_version, kind, kube)
+        if plan.accelerator:
+            shipped_profile(plan.accelerator)
 
 
 def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,

@@ -52,19 +52,52 @@ def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.
     return _run(helm, ["template"], plan, extra, capture=True)
 
 
+def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
+               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess]:
+    """`helm template` of every plan side by side (one helm process each), results in plan order.
+
+    helm renders in its own process, so the time it takes is free for this one: `while_waiting` runs
+    then (compiling the validators the output will need)."""
+    import threading
+
+    runs = []
+    for plan in plans:
+        args = _helm_args(helm, ["template"], plan, "-", extra)
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        runs.append((args, proc, helm_values_json(plan), {}))
+
+    def collect(proc: subprocess.Popen, values: str, into: dict) -> None:
+        into["out"], into["err"] = proc.communicate(values)
+
+    threads = [threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs]
+    for thread in threads:
+        thread.start()
+    if while_waiting is not None:
+        while_waiting()
+    for thread in threads:
+        thread.join()
+    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"]) for args, proc, _, into in runs]
+
+
 # Exit code when the rendered manifests have problems (helm_nemo.validate); same as a user error.
 EXIT_INVALID_MANIFESTS = 2
 
 
 def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
-             echo: Echo = _stderr, check: Callable[[ReleasePlan, str], bool] | None = None) -> int:
-    """Render every release. With `check` (plan, rendered text) -> ok, every release is rendered and
-    checked first, and nothing is written unless all are ok."""
+             echo: Echo = _stderr, check: Callable[[ReleasePlan, str], bool] | None = None,
+             prepare: Callable[[], object] | None = None) -> int:
+    """Render every release (side by side, output in order). With `check` (plan, rendered text) -> ok,
+    every release is rendered and checked first, and nothing is written unless all are ok; `prepare`
+    runs while helm renders."""
     rendered: list[tuple[ReleasePlan, str]] = []
     for plan in plans:
         for warning in plan.warnings:
             echo(f"warning: {warning}")
-        proc = render(plan, helm, extra)
+    from helm_nemo.timings import mark
+
+    procs = render_all(plans, helm, extra, while_waiting=prepare)
+    mark("helm template (validators compiled meanwhile)")
+    for plan, proc in zip(plans, procs):
         if proc.returncode != 0:
             echo(proc.stderr.rstrip())
             echo(f"helm nemo: rendering release {plan.release} failed")
@@ -76,8 +109,10 @@ def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: 
     if check is not None:
         if not all([check(plan, text) for plan, text in rendered]):  # a list: every release is checked
             return EXIT_INVALID_MANIFESTS
+        mark("manifest check")
         for _, text in rendered:
             out.write(text)
+    mark("output")
     return 0
 
 

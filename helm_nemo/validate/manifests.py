@@ -14,11 +14,30 @@ from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_K
 from helm_nemo.validate.pods import pod_templates
 from helm_nemo.validate.schemas import resolve_kube_version
 
-@lru_cache(maxsize=1)
-def _default_profiles() -> dict[str, dict]:
-    from helm_nemo.generate.profiles import load_profiles
+class ShippedProfiles:
+    """The accelerator profiles under values/accelerators/, each read (and checked) on first use only: a
+    render names one accelerator, and reading all of them costs more than validating the render."""
 
-    return load_profiles()
+    def get(self, accelerator: str) -> dict | None:
+        return shipped_profile(accelerator)
+
+    def __iter__(self):
+        from helm_nemo import resources
+
+        return iter(sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml")))
+
+
+@lru_cache(maxsize=None)
+def shipped_profile(accelerator: str) -> dict | None:
+    import re
+
+    from helm_nemo import resources
+    from helm_nemo.generate.profiles import load_profile
+
+    path = resources.accelerators_dir() / f"{accelerator}.yaml"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", accelerator) or not path.is_file():
+        return None
+    return load_profile(path)
 
 
 def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT_KUBE_VERSION,
@@ -69,7 +88,7 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
     accelerator = ((meta or {}).get("labels") or {}).get(ACCELERATOR_LABEL) if isinstance(meta, dict) else None
     profile = None
     if accelerator is not None:
-        known = profiles if profiles is not None else _default_profiles()
+        known = profiles if profiles is not None else ShippedProfiles()
         profile = known.get(accelerator)
         if profile is None:
             out.add(("metadata", "labels", ACCELERATOR_LABEL), f"no accelerator profile {accelerator!r} "
