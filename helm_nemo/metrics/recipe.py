@@ -1,0 +1,375 @@
+"""What a values or recipe file says about a training run: GPUs, accelerator, precision, global batch
+size and the model, each with where it was found (file:line and path).
+
+Read from the training release (the one with `workload.gpus`; `--release` picks one when a recipe has
+several): `accelerator`, `workload.gpus`, the model's NeMo / Megatron-Bridge config (`files:
+{nemo_config|workload_config: …}` or the inline value), Hydra overrides and launcher flags in
+`workload.arguments` / `defaultArguments` (`model.global_batch_size=1024`, `--global_batch_size 1024`,
+`--compute_dtype fp8_cs`), and the NeMo 2 recipe name in `workload.envs` (`NEMO_RECIPE`). Only these
+fields go through ${VAR} substitution (same rules as install), so variables metrics does not need (a
+bucket, a registry) need not be set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from helm_nemo.user_errors import Problem, UserError, json_path
+from helm_nemo.metrics.flops import Architecture
+
+CONFIG_KEYS = ("nemo_config", "workload_config")  # nemo-training and jobset config values
+RECIPE_ENV = ("NEMO_RECIPE", "MODEL_RECIPE_NAME", "RECIPE")
+_RECIPE_FLAGS = ("model_recipe_name", "recipe", "factory")
+_GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
+_GPT2_VOCAB = 50257  # GPT2BPETokenizer, before Megatron's padding
+
+
+@dataclass(frozen=True)
+class Found:
+    """A value and where it is written: file, line (None in a config file read without positions), path."""
+
+    value: Any
+    file: str
+    line: int | None = None
+    where: str = "$"
+
+    @property
+    def origin(self) -> str:
+        return f"{self.file}:{self.line} {self.where}" if self.line else f"{self.file} {self.where}"
+
+    def problem(self, message: str, expected: str | None = None, hint: str | None = None) -> Problem:
+        return Problem(self.file, self.line, None, self.where, message, expected, hint)
+
+
+@dataclass
+class RecipeInputs:
+    path: Path
+    release: str | None = None
+    gpus: Found | None = None
+    accelerator: Found | None = None
+    precision: Found | None = None
+    batch_size: Found | None = None
+    model: Found | None = None  # a model name (NeMo 2 recipe, Megatron-Bridge recipe name)
+    architecture: Found | None = None  # from a config's model section
+    seq_len: Found | None = None
+    problems: list[Problem] = field(default_factory=list)  # found but unusable (reported when needed)
+
+
+def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, str] | None = None) -> RecipeInputs:
+    from helm_nemo.values.load import LoadedValues, load_values
+    from helm_nemo.values.substitute import runtime_names, substitute
+
+    loaded = load_values(path)
+    env = os.environ if env is None else env
+    name, prefix, values, origin = _training_release(loaded, release)
+    wanted = [("accelerator",), ("release",), ("files",), ("workload", "gpus"), ("workload", "envs"),
+              ("workload", "arguments"), ("workload", "defaultArguments")] + [(key,) for key in CONFIG_KEYS]
+    skeleton = _pruned(loaded.data, [prefix + w for w in wanted] + list(origin.values()))
+    view = LoadedValues(loaded.path, skeleton, loaded.positions, loaded.key_positions, loaded.plain_scalars)
+    data = substitute(view, env, keep=runtime_names(loaded.data)).data
+    values = _at(data, prefix) or {}
+    for key, where in origin.items():  # a recipe's release-level accelerator/release
+        if key not in values and _at(data, where) is not None:
+            values[key] = _at(data, where)
+
+    def at(rel: tuple) -> tuple[str, int | None, str]:
+        where = origin.get(rel[0], prefix + rel) if len(rel) == 1 else prefix + rel
+        line, _ = loaded.position(where)
+        return str(loaded.path), line, json_path(where)
+
+    out = RecipeInputs(Path(loaded.path), release=name)
+    workload = values.get("workload") if isinstance(values.get("workload"), dict) else {}
+    if isinstance(values.get("accelerator"), str):
+        out.accelerator = Found(values["accelerator"], *at(("accelerator",)))
+    gpus = workload.get("gpus")
+    if isinstance(gpus, int) and not isinstance(gpus, bool):
+        out.gpus = Found(gpus, *at(("workload", "gpus")))
+    for index, item in enumerate(workload.get("envs") or []):
+        if isinstance(item, dict) and item.get("name") in RECIPE_ENV and isinstance(item.get("value"), str):
+            out.model = Found(item["value"], *at(("workload", "envs", index, "value")))
+    config, config_origin = _config(loaded, values, prefix, out)
+    overrides, flags = _arguments(workload, at)
+    _from_config(config, config_origin, overrides, out)
+    _from_flags(flags, out)
+    return out
+
+
+def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, dict, dict]:
+    """(release name, where its values are, the values, where release-level keys are) of the release that
+    trains (has workload.gpus)."""
+    data = loaded.data
+    if "releases" not in data:
+        return data.get("release") if isinstance(data.get("release"), str) else None, (), data, {}
+    candidates = []
+    for index, item in enumerate(data.get("releases") or []):
+        if not isinstance(item, dict) or not isinstance(item.get("values"), dict):
+            continue
+        values = item["values"]
+        name = item.get("release") or values.get("release")
+        origin = {key: ("releases", index, key) for key in ("accelerator", "release") if key in item}
+        workload = values.get("workload")
+        if isinstance(workload, dict) and "gpus" in workload:
+            candidates.append((name, ("releases", index, "values"), values, origin))
+    if release is not None:
+        chosen = [c for c in candidates if c[0] == release]
+        if not chosen:
+            names = ", ".join(str(c[0]) for c in candidates) or "none"
+            raise UserError(Problem(str(loaded.path), None, None, "$.releases",
+                                    f"no training release {release!r} (releases with workload.gpus: {names})"))
+        return chosen[0]
+    if not candidates:
+        raise UserError(Problem(str(loaded.path), None, None, "$.releases",
+                                "no release of this recipe trains (none has workload.gpus)"))
+    if len(candidates) > 1:
+        names = ", ".join(str(c[0]) for c in candidates)
+        raise UserError(Problem(str(loaded.path), None, None, "$.releases",
+                                f"{len(candidates)} releases train ({names}); which one?", hint="pass --release NAME"))
+    return candidates[0]
+
+
+def _at(data: Any, where: tuple) -> Any:
+    for part in where:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _pruned(data: Any, paths: list[tuple]) -> Any:
+    """Only the given paths of `data`, at the same places (list items before them kept as null)."""
+    out: dict = {}
+    for where in paths:
+        value = _at(data, where)
+        if value is None:
+            continue
+        node, source = out, data
+        for depth, part in enumerate(where):
+            last = depth == len(where) - 1
+            source = source[part]
+            if isinstance(node, list):
+                while len(node) <= part:
+                    node.append(None)
+            if last:
+                node[part] = source
+            else:
+                empty = [] if isinstance(source, list) else {}
+                if isinstance(node, dict):
+                    node = node.setdefault(part, empty)
+                else:
+                    node[part] = node[part] if node[part] is not None else empty
+                    node = node[part]
+    return out
+
+
+def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dict | None, tuple]:
+    """The model config the release carries (a file under `files:`, or inline), parsed, and where it is
+    (file, line, path prefix) for the Found values read from it."""
+    import yaml
+
+    refs = values.get("files") if isinstance(values.get("files"), dict) else {}
+    for key in CONFIG_KEYS:
+        text, where = None, None
+        if isinstance(refs.get(key), str):
+            line, _ = loaded.position(prefix + ("files", key))
+            target = Path(refs[key])
+            target = target if target.is_absolute() else Path(loaded.path).parent / target
+            try:
+                text = target.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as err:
+                out.problems.append(Problem(str(loaded.path), line, None, json_path(prefix + ("files", key)),
+                                            f"cannot read the model config {refs[key]!r}: "
+                                            f"{getattr(err, 'strerror', None) or err}"))
+                continue
+            where = (str(target), None, "")
+        elif isinstance(values.get(key), str):
+            line, _ = loaded.position(prefix + (key,))
+            where = (str(loaded.path), line, f"{json_path(prefix + (key,))} → ")
+            text = values[key]
+        if text is None:
+            continue
+        try:
+            config = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            out.problems.append(Problem(where[0], where[1], None, where[2] or "$",
+                                        f"the model config is not YAML: {err}".replace("\n", " ")))
+            continue
+        if isinstance(config, dict):
+            return config, where
+    return None, ("", None, "")
+
+
+def _arguments(workload: dict, at) -> tuple[dict[str, Found], dict[str, Found]]:
+    """Hydra overrides (`key=value`, `{name, value}`) and launcher flags (`--name=value`, `--name value`)."""
+    overrides: dict[str, Found] = {}
+    flags: dict[str, Found] = {}
+    for list_key in ("defaultArguments", "arguments"):
+        items = workload.get(list_key) or []
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            origin = at(("workload", list_key, index))  # (file, line, path)
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                overrides[item["name"].lstrip("+~")] = Found(item.get("value"), *origin)
+                continue
+            if not isinstance(item, str):
+                continue
+            if item.startswith("-"):
+                name, sep, value = item.lstrip("-").partition("=")
+                if not sep:
+                    following = items[index + 1] if index + 1 < len(items) else None
+                    value = following if isinstance(following, (str, int, float)) and not str(following).startswith("-") else True
+                flags[name.replace("-", "_")] = Found(value, *origin)
+            elif "=" in item:
+                key, _, value = item.partition("=")
+                overrides[key.lstrip("+~")] = Found(_scalar(value), *origin)
+    return overrides, flags
+
+
+def _scalar(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _lookup(config: dict | None, dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return _resolve(config, dotted, node)
+
+
+_INTERPOLATION = re.compile(r"^\$\{(\.*)([A-Za-z0-9_.]+)\}$")
+
+
+def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> Any:
+    """Hydra's `${model.encoder_seq_length}` and `${.sibling}` interpolations (plain references only)."""
+    match = _INTERPOLATION.match(value) if isinstance(value, str) else None
+    if not match or depth > 10:
+        return value
+    dots, target = match.groups()
+    if dots:
+        parent = dotted.split(".")[: -len(dots)]
+        target = ".".join(parent + [target])
+    node: Any = config
+    for part in target.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return _resolve(config, target, node, depth + 1)
+
+
+def _first(config: dict | None, config_origin: tuple, overrides: dict[str, Found], keys: tuple[str, ...]) -> Found | None:
+    for key in keys:
+        if key in overrides:
+            return overrides[key]
+    for key in keys:
+        value = _lookup(config, key)
+        if value is not None:
+            file, line, path = config_origin
+            return Found(value, file, line, path + key)
+    return None
+
+
+def _integer(found: Found | None) -> Found | None:
+    if found is None:
+        return None
+    value = found.value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return replace(found, value=value) if isinstance(value, int) and value > 0 else None
+
+
+def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found], out: RecipeInputs) -> None:
+    batch = _integer(_first(config, origin, overrides,
+                            ("model.global_batch_size", "train.global_batch_size", "data.global_batch_size")))
+    if batch:
+        out.batch_size = batch
+    seq = _integer(_first(config, origin, overrides, ("model.encoder_seq_length", "model.seq_length",
+                                                      "data.seq_length", "dataset.seq_length", "model.data.seq_length")))
+    if seq:
+        out.seq_len = seq
+    fp8 = _first(config, origin, overrides, ("model.fp8",))
+    precision = _first(config, origin, overrides, ("trainer.precision", "mixed_precision", "model.precision"))
+    if fp8 is not None and fp8.value not in (None, False, "false", "False", 0):
+        out.precision = replace(fp8, value="fp8")
+    elif precision is not None:
+        out.precision = replace(precision, value="fp8" if "fp8" in str(precision.value).lower() else "bf16")
+    arch = _architecture(config, origin, overrides, seq)
+    if arch is not None:
+        out.architecture = arch
+
+
+def _architecture(config: dict | None, origin: tuple, overrides: dict[str, Found], seq: Found | None) -> Found | None:
+    def get(key: str) -> Any:
+        found = _first(config, origin, overrides, (f"model.{key}",))
+        return None if found is None else found.value
+
+    layers, hidden, heads = get("num_layers"), get("hidden_size"), get("num_attention_heads")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (layers, hidden, heads)) or seq is None:
+        return None
+    kv = get("num_query_groups")
+    head_dim = get("kv_channels")
+    experts = get("num_moe_experts") or get("num_experts") or 0
+    arch = Architecture(
+        layers=layers, hidden=hidden, ffn=get("ffn_hidden_size") or 4 * hidden, heads=heads,
+        vocab=_vocab(config, get) or 0, seq_len=seq.value,
+        kv_heads=kv if isinstance(kv, int) and kv != heads else None,
+        head_dim=head_dim if isinstance(head_dim, int) and head_dim * heads != hidden else None,
+        gated=str(get("activation") or "").lower() in _GATED or bool(get("gated_linear_unit")),
+        experts=experts if isinstance(experts, int) else 0,
+        top_k=(get("moe_router_topk") or 0) if experts else 0,
+        moe_ffn=get("moe_ffn_hidden_size") if experts else None,
+        shared_ffn=(get("moe_shared_expert_intermediate_size") or 0) if experts else 0,
+    )
+    file, line, path = origin
+    return Found(arch, file, line, path + "model")
+
+
+def _vocab(config: dict | None, get) -> int | None:
+    for key in ("padded_vocab_size", "vocab_size"):
+        value = get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    tokenizer = _lookup(config, "model.tokenizer") or {}
+    if isinstance(tokenizer, dict) and tokenizer.get("type") == "GPT2BPETokenizer":
+        # Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by x tensor parallel size.
+        multiple = (get("make_vocab_size_divisible_by") or 128) * (get("tensor_model_parallel_size") or 1)
+        return -(-_GPT2_VOCAB // multiple) * multiple
+    return None
+
+
+def _from_flags(flags: dict[str, Found], out: RecipeInputs) -> None:
+    for name in ("global_batch_size", "gbs"):
+        if name in flags:
+            found = _integer(flags[name])
+            if found:
+                out.batch_size = found
+    for name in ("seq_length", "seq_len", "encoder_seq_length"):
+        if name in flags:
+            found = _integer(flags[name])
+            if found:
+                out.seq_len = found
+    for name in ("compute_dtype", "precision"):
+        if name in flags and isinstance(flags[name].value, str):
+            out.precision = replace(flags[name], value="fp8" if "fp8" in flags[name].value.lower() else "bf16")
+    if "fp8" in flags and flags["fp8"].value not in (False, "false", "none", "None"):
+        out.precision = replace(flags["fp8"], value="fp8")
+    for name in _RECIPE_FLAGS:
+        if name in flags and isinstance(flags[name].value, str):
+            out.model = flags[name]
