@@ -323,12 +323,63 @@ def lint(plans, extra, kube_version):
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")
+@click.option("--diff", "show_diff", is_flag=True,
+              help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")
 @_release_command
-def upgrade(plans, extra, install_missing):
-    """Upgrade the release(s) of a values or recipe file, in order."""
+def upgrade(plans, extra, install_missing, show_diff):
+    """Upgrade the release(s) of a values or recipe file, in order (an installed release keeps its job timestamp)."""
     from helm_nemo.actions import releases
 
-    return releases.install(plans, _helm(), extra, upgrade=True, install_missing=install_missing)
+    helm = _helm()
+    if show_diff:
+        code = _print_diff(plans, helm, extra, plans[0].source, output="text", no_color=False, show_secrets=False,
+                           validate=True)
+        if code == 2:
+            click.echo("helm nemo: nothing was upgraded", err=True)
+            return code
+    return releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing)
+
+
+def _print_diff(plans, helm, extra, values_file, *, output, no_color, show_secrets, validate) -> int:
+    from helm_nemo.actions import diff as diffing
+    from helm_nemo.diff.report import Masker
+
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    masker = Masker(diffing.environment_secrets(str(values_file)), enabled=not show_secrets)
+    return diffing.run(plans, helm, extra, masker=masker, output=output, color=color, validate=validate,
+                       out=lambda text: click.echo(text, color=color), err=lambda line: click.echo(line, err=True))
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@_skip_validation_option
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: one block per object; json: one document for machines.")
+@click.option("--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")
+@click.option("--show-secrets", is_flag=True, help="Print values of TOKEN/PASSWORD/SECRET/KEY variables instead of ***.")
+@click.pass_context
+def diff(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation, output, no_color,
+         show_secrets):
+    """Show what install/upgrade would change: each release's installed manifest (none: not installed) against
+    what would be sent now, object by object, field by field. Exit 0 no difference, 1 differences, 2 trouble."""
+    from helm_nemo.user_errors import UserError
+
+    try:
+        plans = _plans(values_file, release, chart, chart_version)
+        code = _print_diff(plans, _helm(), _extra(ctx, namespace), values_file, output=output, no_color=no_color,
+                           show_secrets=show_secrets, validate=not skip_manifest_validation)
+    except UserError as err:
+        if _debug():
+            raise
+        click.echo(err.format(), err=True)
+        click.echo("Nothing was sent to helm.", err=True)
+        code = 2
+    except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")
+        if _debug():
+            raise
+        click.echo(f"helm nemo diff: {err}", err=True)
+        code = 2
+    sys.exit(code)
 
 
 @main.command(context_settings=PASSTHROUGH)

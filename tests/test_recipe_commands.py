@@ -98,7 +98,9 @@ def test_upgrade_install_flag(fake_helm):
     helm, calls = fake_helm
     example = ROOT / "values/examples/a4-llama31-405b.yaml"
     assert releases.install(build_plans(example, ENV), helm, [], upgrade=True, install_missing=True, echo=lambda m: None) == 0
-    assert calls()[0]["argv"][:3] == ["upgrade", "--install", "llama31-405b-a4"]
+    # First the installed release's values (an upgrade keeps its job timestamp), then the upgrade.
+    assert calls()[0]["argv"][:4] == ["get", "values", "llama31-405b-a4", "-o"]
+    assert calls()[1]["argv"][:3] == ["upgrade", "--install", "llama31-405b-a4"]
 
 
 def test_template_writes_every_release(fake_helm):

@@ -23,14 +23,33 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def stamp_job_time(plan: ReleasePlan, now: datetime | None = None) -> None:
-    """Install time as workload.jobTimestamp, when the chart has that value and the user set none."""
+def needs_job_time(plan: ReleasePlan) -> bool:
+    """The chart has workload.jobTimestamp and the user set none: the plugin stamps it."""
     local = plan.local_chart
     schema = chart_schema(local) if local else None
     workload = ((schema or {}).get("properties", {}).get("workload") or {}).get("properties", {})
-    if "jobTimestamp" in workload and not (plan.values.get("workload") or {}).get("jobTimestamp"):
+    return "jobTimestamp" in workload and not (plan.values.get("workload") or {}).get("jobTimestamp")
+
+
+def stamp_job_time(plan: ReleasePlan, now: datetime | None = None, keep: str | None = None) -> None:
+    """Install time as workload.jobTimestamp, when the chart has that value and the user set none; `keep`
+    (the installed release's stamp, on upgrade) instead of the time when given."""
+    if needs_job_time(plan):
         now = now or datetime.now(timezone.utc)
-        plan.values.setdefault("workload", {})["jobTimestamp"] = now.strftime("%Y-%m-%d-%H-%M-%S")
+        plan.values.setdefault("workload", {})["jobTimestamp"] = keep or now.strftime("%Y-%m-%d-%H-%M-%S")
+
+
+def installed_job_time(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> str | None:
+    """The stamp the installed release carries (an upgrade keeps it: JOB_TIMESTAMP and nemo-training's
+    JOB_IDENTIFIER name the run, and a Job's pod template cannot change); None when there is none."""
+    from helm_nemo.actions.installed import ReleaseReadError, get_values, job_timestamp
+
+    if not needs_job_time(plan):
+        return None
+    try:
+        return job_timestamp(get_values(helm, plan.release, extra))
+    except ReleaseReadError:
+        return None  # the upgrade itself will say what is wrong with the cluster
 
 
 def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file: str, extra: list[str]) -> list[str]:
@@ -123,7 +142,7 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
     for index, plan in enumerate(plans, start=1):
         for warning in plan.warnings:
             echo(f"warning: {warning}")
-        stamp_job_time(plan, now)
+        stamp_job_time(plan, now, keep=installed_job_time(plan, helm, extra) if upgrade else None)
         echo(f"[{index}/{len(plans)}] {verb[0]} {plan.release} ({plan.chart})")
         proc = _run(helm, verb, plan, extra, capture=False)
         if proc.returncode != 0:

@@ -6,11 +6,17 @@ difference path reads like `JobSet/parity .spec.replicatedJobs[workload]…env[N
 Named list items are keyed by `name` (tolerations by `key:effect`, unnamed items by position); a
 second item or object under a key already taken becomes `NAME#2`, so duplicates show up as added.
 A changed script line is two differences at the script's path: the old line removed, the new added.
+
+`helm nemo diff` (helm_nemo.diff.objects) uses the same comparison with `text=True`: a changed script is
+one difference holding both texts (shown as a unified diff), and map keys that are not plain words
+(`kueue.x-k8s.io/queue-name`) are written `["…"]`, so a path reads unambiguously.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +98,14 @@ class Difference:
         return f"{self.path}: {self.change} {shown}"
 
 
-def _diff(expected: Any, actual: Any, path: str, out: list[Difference]) -> None:
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(key: Any, text: bool) -> str:
+    return f".{key}" if not text or _PLAIN_KEY.match(str(key)) else "[" + json.dumps(str(key)) + "]"
+
+
+def _diff(expected: Any, actual: Any, path: str, out: list[Difference], text: bool = False) -> None:
     # "echo x\n" (a script) and "echo x" (one line) are the same text once trailing blank lines go.
     if isinstance(expected, dict) and "__script__" in expected and isinstance(actual, str):
         actual = _script(actual)
@@ -108,9 +121,13 @@ def _diff(expected: Any, actual: Any, path: str, out: list[Difference]) -> None:
                 elif key not in e:
                     out.append(Difference(sub, "added", actual=a[key]))
                 else:
-                    _diff(e[key], a[key], sub, out)
+                    _diff(e[key], a[key], sub, out, text)
             return
         if "__script__" in expected and "__script__" in actual:
+            if text:
+                if expected["__script__"] != actual["__script__"]:
+                    out.append(Difference(path, "changed", expected=_plain(expected), actual=_plain(actual)))
+                return
             matcher = difflib.SequenceMatcher(a=expected["__script__"], b=actual["__script__"], autojunk=False)
             for op, i1, i2, j1, j2 in matcher.get_opcodes():
                 if op in ("delete", "replace"):
@@ -119,17 +136,17 @@ def _diff(expected: Any, actual: Any, path: str, out: list[Difference]) -> None:
                     out.extend(Difference(path, "added", actual=line) for line in actual["__script__"][j1:j2])
             return
         for key in list(expected) + [k for k in actual if k not in expected]:
-            sub = f"{path}.{key}"
+            sub = path + _key(key, text)
             if key not in actual:
                 out.append(Difference(sub, "removed", expected=_plain(expected[key])))
             elif key not in expected:
                 out.append(Difference(sub, "added", actual=_plain(actual[key])))
             else:
-                _diff(expected[key], actual[key], sub, out)
+                _diff(expected[key], actual[key], sub, out, text)
         return
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
         for i, (e, a) in enumerate(zip(expected, actual)):
-            _diff(e, a, f"{path}[{i}]", out)
+            _diff(e, a, f"{path}[{i}]", out, text)
         return
     if expected != actual:
         out.append(Difference(path, "changed", expected=_plain(expected), actual=_plain(actual)))
