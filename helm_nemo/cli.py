@@ -358,14 +358,14 @@ def _print_diff(plans, helm, extra, values_file, *, output, no_color, show_secre
 @click.option("--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")
 @click.option("--show-secrets", is_flag=True, help="Print values of TOKEN/PASSWORD/SECRET/KEY variables instead of ***.")
 @click.pass_context
-def diff(ctx, values_file, chart, chart_version, namespace, release, skip_manifest_validation, output, no_color,
-         show_secrets):
+def diff(ctx, values_file, chart, chart_version, chart_repo, namespace, release, skip_manifest_validation, output,
+         no_color, show_secrets):
     """Show what install/upgrade would change: each release's installed manifest (none: not installed) against
     what would be sent now, object by object, field by field. Exit 0 no difference, 1 differences, 2 trouble."""
     from helm_nemo.user_errors import UserError
 
     try:
-        plans = _plans(values_file, release, chart, chart_version)
+        plans = _plans(values_file, release, chart, chart_version, chart_repo)
         code = _print_diff(plans, _helm(), _extra(ctx, namespace), values_file, output=output, no_color=no_color,
                            show_secrets=show_secrets, validate=not skip_manifest_validation)
     except UserError as err:
