@@ -340,6 +340,18 @@ def upgrade(plans, extra, install_missing, show_diff):
     return releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing)
 
 
+def _masked(values_file: str, text: str, show_secrets: bool) -> str:
+    """A message with the file's secret-looking variables masked (when they can be read: a schema error comes
+    after substitution)."""
+    from helm_nemo.actions.diff import environment_secrets
+    from helm_nemo.diff.report import Masker
+
+    try:
+        return Masker(environment_secrets(values_file), enabled=not show_secrets).text(text)
+    except Exception:  # noqa: BLE001 - the file did not substitute: nothing of it was substituted either
+        return text
+
+
 def _print_diff(plans, helm, extra, values_file, *, output, no_color, show_secrets, validate) -> int:
     from helm_nemo.actions import diff as diffing
     from helm_nemo.diff.report import Masker
@@ -371,7 +383,7 @@ def diff(ctx, values_file, chart, chart_version, chart_repo, namespace, release,
     except UserError as err:
         if _debug():
             raise
-        click.echo(err.format(), err=True)
+        click.echo(_masked(values_file, err.format(), show_secrets), err=True)
         click.echo("Nothing was sent to helm.", err=True)
         code = 2
     except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")

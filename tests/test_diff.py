@@ -305,3 +305,16 @@ def test_diff_is_in_the_help():
     assert "diff" in out and "metrics" in out
     assert "--diff" in CliRunner().invoke(main, ["upgrade", "--help"]).stdout
     assert os.environ.get("HELM_NEMO_DEBUG") != "1"
+
+
+def test_a_schema_error_does_not_print_a_secret(tmp_path, monkeypatch):
+    values = tmp_path / "train.yaml"
+    values.write_text('accelerator: a4\nchart: jobset\nrelease: r\nworkload:\n  gpus: 8\n  image: "${REGISTRY_TOKEN} x"\n')
+    monkeypatch.setenv("REGISTRY_TOKEN", "tok-EXAMPLE-1234")
+    from click.testing import CliRunner
+
+    from helm_nemo.cli import main
+
+    result = CliRunner().invoke(main, ["diff", "--values", str(values)])
+    assert result.exit_code == 2 and "$.workload.image: '*** x' does not match" in result.stderr
+    assert "tok-EXAMPLE-1234" not in result.stderr
