@@ -9,6 +9,11 @@
 
 The plugin tarball has plugin.yaml at its root and no `./` entry (Helm 3.17's HTTP installer needs both), and
 is reproducible: sorted entries, fixed mtime and owner.
+
+With --sign KEY (or HELM_NEMO_SIGN_KEY), gpg also writes dist/helm-nemo-<v>.tgz.prov: Helm 4's provenance for
+plugins (a clear-signed plugin.yaml followed by `files: {<tarball>: sha256:<digest>}`), fetched from
+<url>.prov and checked against --keyring when Helm 4 installs the tarball over http(s) without
+--verify=false. Helm 3 ignores it.
 """
 
 from __future__ import annotations
@@ -62,10 +67,27 @@ def plugin_tarball(version: str, wheels: list[Path], dist: Path) -> Path:
     return out
 
 
+def provenance(tarball: Path, key: str) -> Path:
+    """The .prov Helm 4 verifies: plugin.yaml, `...`, the tarball's sha256, clear-signed by `key` with gpg."""
+    import hashlib
+
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    body = (ROOT / "plugin.yaml").read_text().rstrip("\n") + f"\n\n...\nfiles:\n  {tarball.name}: sha256:{digest}\n"
+    out = tarball.with_name(tarball.name + ".prov")
+    subprocess.run(["gpg", "--batch", "--yes", "--digest-algo", "SHA512", "--local-user", key, "--clearsign",
+                    "--output", str(out)], input=body.encode(), check=True)
+    return out
+
+
 def main() -> int:
+    import os
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", type=Path, default=ROOT / "dist")
-    dist = parser.parse_args().outdir.resolve()
+    parser.add_argument("--sign", metavar="KEY", default=os.environ.get("HELM_NEMO_SIGN_KEY"),
+                        help="gpg key (user id or fingerprint) that signs the plugin tarball's provenance")
+    args = parser.parse_args()
+    dist = args.outdir.resolve()
     v = version()
     shutil.rmtree(dist, ignore_errors=True)
     dist.mkdir(parents=True)
@@ -78,10 +100,12 @@ def main() -> int:
         "--wheel-dir", str(wheels), str(wheel))
     tarball = plugin_tarball(v, sorted(wheels.glob("*.whl")), dist)
     shutil.rmtree(wheels)
+    if args.sign:
+        provenance(tarball, args.sign)
     for path in sorted(dist.iterdir()):
         print(f"dist: {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    print(f"dist: install the plugin with: helm plugin install {tarball}  (Helm 4: add --verify=false; "
-          "over http(s) the same URL works on both)")
+    verify = "--keyring PUBRING (signed)" if args.sign else "--verify=false (unsigned)"
+    print(f"dist: serve dist/ over http(s), then: helm plugin install URL/{tarball.name}  (Helm 4: {verify})")
     return 0
 
 

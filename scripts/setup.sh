@@ -53,4 +53,11 @@ if [ "${WITH_REGISTRY:-0}" = 1 ] && ! command -v docker-registry >/dev/null && [
   # The package starts a system service on :5000; tests run their own instance on a free port.
   (systemctl stop docker-registry || service docker-registry stop) >/dev/null 2>&1 || true
 fi
+# 4. gpg, which the distribution tests use to sign and verify the plugin tarball's provenance (test set-up only).
+if [ "${WITH_REGISTRY:-0}" = 1 ] && ! command -v gpg >/dev/null; then
+  echo "setup: installing Debian's gnupg"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends gnupg >/dev/null
+fi
 echo "setup: ok (helm3=$(.tools/helm3/helm version --template '{{.Version}}'), helm4=$(.tools/helm4/helm version --template '{{.Version}}'))"

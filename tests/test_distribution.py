@@ -39,10 +39,25 @@ def _python311() -> str:
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> Path:
+def signing_key(tmp_path_factory) -> dict[str, str]:
+    """A throw-away gpg key: GNUPGHOME for signing, and the public keyring Helm 4 verifies with."""
+    home = tmp_path_factory.mktemp("gnupg")
+    home.chmod(0o700)
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    params = ("%no-protection\nKey-Type: RSA\nKey-Length: 2048\nName-Real: helm-nemo release test\n"
+              "Name-Email: release@helm-nemo.invalid\nExpire-Date: 0\n%commit\n")
+    subprocess.run(["gpg", "--batch", "--gen-key"], input=params.encode(), env=env, check=True, capture_output=True)
+    pubring = home / "pubring.gpg"
+    pubring.write_bytes(subprocess.run(["gpg", "--export"], env=env, check=True, capture_output=True).stdout)
+    return {"GNUPGHOME": str(home), "key": "release@helm-nemo.invalid", "pubring": str(pubring)}
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory, signing_key) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "dist.py"), "--outdir", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "dist.py"), "--outdir", str(out),
+                           "--sign", signing_key["key"]], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "GNUPGHOME": signing_key["GNUPGHOME"]})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out
 
@@ -76,7 +91,8 @@ def _snapshot(*folders: Path) -> set[str]:
 def test_versions_agree_everywhere(dist):
     version = _version()
     names = sorted(p.name for p in dist.iterdir())
-    assert names == [f"helm-nemo-{version}.tgz", f"helm_nemo-{version}-py3-none-any.whl", f"helm_nemo-{version}.tar.gz"]
+    assert names == [f"helm-nemo-{version}.tgz", f"helm-nemo-{version}.tgz.prov", f"helm_nemo-{version}-py3-none-any.whl",
+                     f"helm_nemo-{version}.tar.gz"]
     plugin = (ROOT / "plugin.yaml").read_text()
     assert re.search(rf'^version: "{re.escape(version)}"$', plugin, re.M)
     with zipfile.ZipFile(dist / f"helm_nemo-{version}-py3-none-any.whl") as wheel:
@@ -174,10 +190,10 @@ def _helm_homes(tmp_path: Path) -> dict[str, str]:
     return {name: str(tmp_path / "helm" / name.lower()) for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")}
 
 
-def _install_and_use(helm, source: str, tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess]:
+def _install_and_use(helm, source: str, tmp_path: Path, pubring: str) -> tuple[dict, subprocess.CompletedProcess]:
     homes = _helm_homes(tmp_path)
     env = _clean_env(tmp_path / "home", **homes)
-    verify = ["--verify=false"] if helm.name == "helm4" else []  # unsigned: Helm 4 verifies tarballs by default
+    verify = ["--keyring", pubring] if helm.name == "helm4" else []  # Helm 4 checks <url>.prov; Helm 3 ignores it
     installed = subprocess.run([str(helm.binary), "plugin", "install", source, *verify], env=env, capture_output=True,
                                text=True, cwd=tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -186,10 +202,12 @@ def _install_and_use(helm, source: str, tmp_path: Path) -> tuple[dict, subproces
 
 
 @pytest.mark.parametrize("major", [3, 4])
-def test_plugin_tarball_over_http_installs_and_runs_offline(major, request, tarball_url, tmp_path):
+def test_plugin_tarball_over_http_installs_and_runs_offline(major, request, tarball_url, signing_key, tmp_path):
     helm = request.getfixturevalue(f"helm{major}")
     (tmp_path / "home").mkdir()
-    env, installed = _install_and_use(helm, tarball_url, tmp_path)
+    env, installed = _install_and_use(helm, tarball_url, tmp_path, signing_key["pubring"])
+    if major == 4:
+        assert "Plugin Hash Verified: sha256:" in installed.stdout + installed.stderr
     assert "setting up the Python environment" in installed.stderr and "Python environment ready" in installed.stderr
     cwd = _user_cwd(tmp_path)
     version = subprocess.run([str(helm.binary), "nemo", "version"], env=env, capture_output=True, text=True, cwd=cwd)
@@ -215,6 +233,32 @@ def test_plugin_tarball_over_http_installs_and_runs_offline(major, request, tarb
     assert _snapshot(Path(env["HELM_DATA_HOME"]) / "plugins") == set()
     assert _snapshot(tmp_path / "home") == set()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["helm", "home", "work"]
+
+
+def test_helm4_refuses_a_tampered_tarball_and_an_unknown_signer(dist, tmp_path, helm4, signing_key):
+    """The .prov is checked: a tarball whose bytes changed, or a keyring without the signer, installs nothing."""
+    served = tmp_path / "served"
+    served.mkdir()
+    name = f"helm-nemo-{_version()}.tgz"
+    shutil.copy(dist / f"{name}.prov", served)
+    (served / name).write_bytes((dist / name).read_bytes() + b"\0")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_TarballServer, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{name}"
+        env = _clean_env(tmp_path / "home", **_helm_homes(tmp_path))
+        tampered = subprocess.run([str(helm4.binary), "plugin", "install", url, "--keyring", signing_key["pubring"]],
+                                  env=env, capture_output=True, text=True)
+        assert tampered.returncode != 0 and "sha256 sum does not match" in tampered.stderr, tampered.stderr
+        shutil.copy(dist / name, served / name)
+        stranger = tmp_path / "empty.gpg"
+        stranger.write_bytes(b"")
+        unknown = subprocess.run([str(helm4.binary), "plugin", "install", url, "--keyring", str(stranger)],
+                                 env=env, capture_output=True, text=True)
+        assert unknown.returncode != 0 and "verification failed" in unknown.stderr, unknown.stderr
+        assert not list(Path(env["HELM_DATA_HOME"]).glob("plugins/*/plugin.yaml"))
+    finally:
+        server.shutdown()
 
 
 def test_plugin_from_a_directory_on_both_helms(dist, tmp_path, helm3, helm4):
