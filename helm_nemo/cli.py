@@ -242,6 +242,11 @@ def _skip_validation_option(func):
                         help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
 
 
+def _target_option(func):
+    return click.option("--target", type=click.Choice(["kubernetes", "slurm"]), default="kubernetes", show_default=True,
+                        help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).")(func)
+
+
 def _release_command(body):
     """A release command's frame: build the plans, run `body(plans, extra, **options)`, exit with its code.
 
@@ -266,10 +271,18 @@ def _release_command(body):
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
+@_target_option
+@click.option("--show-secrets", is_flag=True, help="--target slurm: write secret values into the script in clear.")
 @_release_command
-def template(plans, extra, skip_manifest_validation):
-    """Render the release(s) of a values or recipe file with helm template (validated before printing)."""
+def template(plans, extra, skip_manifest_validation, target, show_secrets):
+    """Render the release(s) of a values or recipe file with helm template (validated before printing);
+    with --target slurm, print the sbatch script instead."""
     from helm_nemo.actions import releases
+
+    if target == "slurm":
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.template(plans, extra, show_secrets=show_secrets)
 
     check = prepare = None
     if not skip_manifest_validation:
@@ -285,10 +298,17 @@ def template(plans, extra, skip_manifest_validation):
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
+@_target_option
 @_release_command
-def install(plans, extra, skip_manifest_validation):
-    """Install the release(s) of a values or recipe file, in order (all validated before the first install)."""
+def install(plans, extra, skip_manifest_validation, target):
+    """Install the release(s) of a values or recipe file, in order (all validated before the first install);
+    with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
     from helm_nemo.actions import releases
+
+    if target == "slurm":
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.install(plans, extra)
 
     helm = _helm()
     if not skip_manifest_validation:
@@ -396,12 +416,30 @@ def diff(ctx, values_file, chart, chart_version, chart_repo, namespace, release,
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
+@_target_option
 @_release_command
-def uninstall(plans, extra):
-    """Uninstall the release(s) of a values or recipe file, in reverse order."""
+def uninstall(plans, extra, target):
+    """Uninstall the release(s) of a values or recipe file, in reverse order; with --target slurm, scancel
+    the releases' queued and running jobs."""
     from helm_nemo.actions import releases
 
+    if target == "slurm":
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.uninstall(plans, extra)
     return releases.uninstall(plans, _helm(), extra)
+
+
+@main.command(context_settings=PASSTHROUGH)
+@_release_options
+@click.option("--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
+              help="Only Slurm for now (Kubernetes: helm status / kubectl).")
+@_release_command
+def status(plans, extra, target):
+    """Show the jobs of the release(s): squeue, then sacct (or scontrol) for ended ones. Exit 3 when none."""
+    from helm_nemo.targets import slurm_cli
+
+    return slurm_cli.status(plans, extra)
 
 
 @main.command()

@@ -19,6 +19,9 @@ from helm_nemo import resources
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}
 RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version"}
+# Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
+# Kubernetes and Slurm.
+TARGET_SECTIONS = ("slurm",)
 
 
 @dataclass
@@ -34,6 +37,10 @@ class ReleasePlan:
     source: Path
     json_prefix: tuple  # where this release's values sit in the source file
     warnings: list[str] = field(default_factory=list)
+    # Sections for other targets (`slurm:`), taken out of the chart values: helm never sees them.
+    target_sections: dict[str, Any] = field(default_factory=dict)
+    substitution: Any = None  # the file's SubstitutionResult (which values came from which variables)
+    loaded: Any = None  # the file's LoadedValues (positions for errors of the other targets)
 
     @property
     def local_chart(self) -> Path | None:
@@ -259,6 +266,7 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
         return origin[rel[0]] + tuple(rel[1:]) if rel and rel[0] in origin else prefix + tuple(rel)
 
     raise_if_problems(_shape_problems(loaded, data, prefix, real), title=f"{loaded.path}: values helm nemo cannot use:")
+    sections = {key: data.pop(key) for key in TARGET_SECTIONS if key in data}
     problems = read_file_refs(loaded, data, prefix, base)
     chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real)
     if chart_repo and not chart.startswith("oci://") and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve()):
@@ -268,7 +276,8 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
         raise UserError(_problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
                                  hint="or give it on the command line: helm nemo install NAME --values …"))
     plan = ReleasePlan(release=name, chart_kind=kind or "", accelerator=accelerator, chart=chart,
-                       chart_version=version, values=data, source=loaded.path, json_prefix=prefix)
+                       chart_version=version, values=data, source=loaded.path, json_prefix=prefix,
+                       target_sections=sections, loaded=loaded)
     local = plan.local_chart
     schema = chart_schema(local) if local else None
     if schema is not None:
@@ -296,12 +305,14 @@ def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, relea
     loaded = load_values(path)
     env = os.environ if env is None else env
     chart_repo = chart_repo if chart_repo is not None else os.environ.get("HELM_NEMO_CHART_REPO") or None
-    data = substitute(loaded, env).data
+    substituted = substitute(loaded, env)
+    data = substituted.data
     base = loaded.path.parent
     if "releases" not in data:
         plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version, base=base,
                                    chart_repo=chart_repo)
         raise_if_problems(problems, title=f"{loaded.path}: values do not fit chart {plan.chart}:")
+        plan.substitution = substituted
         return [plan]
     unknown = sorted(set(data) - RECIPE_KEYS)
     if unknown:
@@ -339,6 +350,8 @@ def build_plans(path: str | Path, env: Mapping[str, str] | None = None, *, relea
         plans.append(plan)
         problems += found
     raise_if_problems(problems, title=f"{loaded.path}: {len(problems)} problem(s):")
+    for plan in plans:
+        plan.substitution = substituted
     return plans
 
 
