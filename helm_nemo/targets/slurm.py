@@ -155,7 +155,12 @@ class _Secrets:
             pieces = split
         return '"' + "".join("${" + p[0] + "}" if isinstance(p, tuple) else _double_quoted(p) for p in pieces) + '"'
 
-    def env_word(self, name: str, value: Any, where: tuple) -> str:
+    def env_word(self, name: str, value: Any, where: tuple, env: Mapping[str, str]) -> str:
+        if _text(value) == "${" + name + "}":
+            # `{name: HF_TOKEN, value: ${HF_TOKEN}}`: substitution left it for the job (the values define that
+            # env name), so the job takes it from the environment sbatch runs in.
+            self.required.setdefault(name, None)
+            return '"${' + name + '}"'
         if name in self.declared and not self.show:
             self.required[name] = _text(value)
             return '"${' + name + '}"'
@@ -343,9 +348,9 @@ class _Renderer:
                     self.problem(key + (index, "name"), f"{name!r} is not a shell variable name",
                                  "[A-Za-z_][A-Za-z0-9_]*")
                     continue
-                put(name, secrets.env_word(name, item.get("value", ""), key + (index, "value")), label)
+                put(name, secrets.env_word(name, item.get("value", ""), key + (index, "value"), self.env), label)
         for name, value in (s.get("env") or {}).items():
-            put(name, secrets.env_word(name, value, ("slurm", "env", name)), "slurm.env")
+            put(name, secrets.env_word(name, value, ("slurm", "env", name), self.env), "slurm.env")
         for name in secrets.declared:
             if name not in entries:
                 secrets.required.setdefault(name, None)
@@ -539,7 +544,7 @@ class _Renderer:
         if self.expanded:
             names = " ".join(self.expanded)
             lines += [
-                "# ${NAME} of the job's own variables in the overrides (pure bash: nothing is evaluated)",
+                "# ${NAME} of the job variables in the overrides, replaced in pure bash (nothing is evaluated)",
                 'for i in "${!args[@]}"; do',
                 f"  for n in {names}; do args[i]=${{args[i]//\"\\${{$n}}\"/\"${{!n}}\"}}; done",
                 "done",
@@ -590,7 +595,8 @@ class _Renderer:
         import yaml
 
         values = {k: v for k, v in self.values.items() if k not in ("nemo_config", "files")}
-        section = {**s}
+        order = list(schema()["properties"])
+        section = {key: s[key] for key in order if key in s}
         if section.get("env"):
             section["env"] = {k: ("***" if k in secrets.declared and not self.show_secrets else v)
                               for k, v in section["env"].items()}

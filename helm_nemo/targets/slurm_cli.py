@@ -41,9 +41,10 @@ def jobs_of(plans: list, *, show_secrets: bool = False, echo: Echo = _stderr, en
 def _shown(path) -> str:
     """The values file as the user would name it: relative to the working directory when inside it."""
     try:
-        return os.path.relpath(path)
+        relative = os.path.relpath(path)
     except ValueError:
         return str(path)
+    return str(path) if relative.startswith("..") else relative
 
 
 def refuse_extra(extra: list[str], command: str) -> None:
