@@ -398,8 +398,8 @@ class _Renderer:
             self.problem(("slurm",), "where should the job write? no results directory",
                          "slurm.results_dir: /fsx/results (or workload.experimentRootDir)",
                          "a path on the cluster's shared filesystem")
-        elif not str(root).startswith("/") or re.search(r"[\n\r,:]", str(root)):
-            self.problem(("slurm", "results_dir") if s.get("results_dir") else ("workload", "experimentRootDir"),
+        elif not s.get("results_dir") and (not str(root).startswith("/") or re.search(r"[\n\r,:]", str(root))):
+            self.problem(("workload", "experimentRootDir"),
                          "the results root must be an absolute path without ',' ':' or newlines")
         experiment = _text(_get(self.values, ("workload", "experimentName")) or "nemo-experiments")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", experiment):
@@ -522,6 +522,8 @@ class _Renderer:
             else:
                 text, word = _text(item), secrets.word(item, where)
             words.append((word, text, where))
+        from helm_nemo.values.substitute import RUNTIME_VARIABLES
+
         defined = set(RUNTIME_EXPANDED) | {name for name, _, _ in env}
         self.expanded: list[str] = []
         for _, text, where in words:
@@ -529,7 +531,7 @@ class _Renderer:
                 if name in defined:
                     if name not in self.expanded:
                         self.expanded.append(name)
-                else:
+                elif name in RUNTIME_VARIABLES:  # meant for the pod (kept by substitution), nothing sets it on Slurm
                     self.problem(where, f"${{{name}}} has no value in a Slurm job",
                                  "one of " + ", ".join(sorted(RUNTIME_EXPANDED)),
                                  f"write $${{{name}}} for a literal, or set {name} in slurm.env")
@@ -630,7 +632,7 @@ RUNTIME_EXPANDED = (
     "NNODES", "GPUS_PER_NODE", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "JOB_IDENTIFIER", "JOB_ORCHESTRATOR",
     "EXPERIMENT_NAME", "EXPERIMENT_ROOT_DIR", "EXPERIMENT_DIR", "RESULTS_DIR", "TORCH_DISTRIBUTED_TARGET",
     "CHECKPOINTS_ROOT_DIR", "NODE_RANK", "JOB_COMPLETION_INDEX", "OMP_NUM_THREADS", "SLURM_JOB_ID",
-    "SLURM_JOB_NAME", "SLURM_NODEID", "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_NAME", "SLURM_NODEID", "SLURM_JOB_NUM_NODES", "HOME", "PATH", "PWD", "HOSTNAME",
 )
 
 
@@ -681,8 +683,9 @@ def split_plans(plans: list) -> tuple[list, list[str]]:
             notes.append(f"release {plan.release} ({plan.chart_kind}) is Kubernetes storage: skipped on Slurm, "
                          "where the cluster mounts its filesystems (map claims with slurm.claim_paths)")
         else:
-            line, column = plan.loaded.position(tuple(plan.json_prefix)) if plan.loaded else (None, None)
-            problems.append(Problem(str(plan.source), line, column, json_path(tuple(plan.json_prefix[:2]) or ("chart",)),
+            where = tuple(plan.json_prefix[:2]) + ("chart",) if plan.json_prefix else ("chart",)
+            line, column = plan.loaded.position(where) if plan.loaded else (None, None)
+            problems.append(Problem(str(plan.source), line, column, json_path(where),
                                     f"release {plan.release}: chart {plan.chart_kind or plan.chart!r} has no Slurm rendering",
                                     "a nemo-training release (storage releases are skipped)",
                                     "run this release with --target kubernetes, or leave it out of the recipe"))

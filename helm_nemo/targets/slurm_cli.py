@@ -55,8 +55,9 @@ def refuse_extra(extra: list[str], command: str) -> None:
                                 hint="Kubernetes options (-n, --kube-context, helm flags) do not apply to Slurm"))
 
 
-def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=sys.stdout) -> int:
+def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=None) -> int:
     refuse_extra(extra, "template")
+    out = out or sys.stdout
     jobs = jobs_of(plans, show_secrets=show_secrets)
     for index, job in enumerate(jobs):
         for note in job.notes:
