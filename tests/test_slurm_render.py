@@ -284,7 +284,7 @@ def test_a_recipe_skips_storage_releases_and_refuses_the_others(tmp_path):
 """
     refused = CliRunner().invoke(main, ["template", "--target", "slurm", "--values", str(write(tmp_path, jobset))], env=ENV)
     assert refused.exit_code == 2
-    assert ":18:5: $.releases[2].chart: release other: chart jobset has no Slurm rendering" in refused.output
+    assert ":18:5: $.releases[2].chart: release other: chart 'jobset' has no Slurm rendering" in refused.output
 
 
 def test_kubernetes_options_are_refused_on_slurm(tmp_path):
