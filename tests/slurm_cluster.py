@@ -15,7 +15,9 @@ Partitions:
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -108,6 +110,16 @@ class SlurmCluster:
         return "\n".join(out)
 
     def stop(self) -> None:
+        """Cancel what still runs (its slurmstepd would outlive slurmd), then stop the daemons by pid."""
+        if self.procs.get("slurmctld") and self.procs["slurmctld"].poll() is None:
+            user = os.environ.get("USER") or __import__("getpass").getuser()
+            self.run("scancel", "--user", user, check=False)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                queue = self.run("squeue", "--noheader", "--format", "%i", check=False)
+                if queue.returncode != 0 or not queue.stdout.strip():
+                    break
+                time.sleep(0.2)
         for name in reversed(DAEMONS):
             proc = self.procs.get(name)
             if proc is None:
@@ -169,7 +181,31 @@ def write_config(folder: Path) -> tuple[Path, str]:
     return conf, host
 
 
+def kill_strays() -> list[int]:
+    """SIGKILL the job processes (slurmstepd and its tasks) an earlier test cluster left behind when its pytest
+    was killed: they carry SLURM_CONF=/tmp/helm-nemo-slurm-<pid>/slurm.conf of a pytest that is gone.
+    (The daemons die with their pytest through PR_SET_PDEATHSIG; slurmstepd is detached from slurmd.)"""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        found = re.search(rb"\0?SLURM_CONF=/tmp/helm-nemo-slurm-(\d+)/slurm\.conf\0", environ)
+        if not found or Path(f"/proc/{int(found.group(1))}").exists():
+            continue
+        try:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed.append(int(proc.name))
+        except OSError:
+            pass
+    return killed
+
+
 def start(folder: Path, timeout: float = 45) -> SlurmCluster:
+    kill_strays()
     conf, host = write_config(folder)
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
