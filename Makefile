@@ -12,9 +12,10 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
-# The tests need more than `setup`: the OCI registry (Debian's docker-registry) for the publish tests.
+# The tests need more than `setup`: real servers, no mocks: the OCI registry (Debian's docker-registry) for the
+# publish tests, Slurm (Debian's slurm-wlm and munge) for the Slurm target's tests.
 test:
-	@WITH_REGISTRY=1 bash scripts/setup.sh
+	@WITH_REGISTRY=1 WITH_SLURM=1 bash scripts/setup.sh
 	$(PY) -m pytest -q
 
 generate: setup

@@ -60,4 +60,19 @@ if [ "${WITH_REGISTRY:-0}" = 1 ] && ! command -v gpg >/dev/null; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends gnupg >/dev/null
 fi
+
+# 5. Slurm and munge for the Slurm target's tests (Debian's slurm-wlm 22.05), only when asked (make test asks).
+if [ "${WITH_SLURM:-0}" = 1 ] && { ! command -v sbatch >/dev/null || [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] \
+     || [ ! -x /usr/sbin/munged ]; }; then
+  echo "setup: installing Debian's slurm-wlm and munge"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  log="$(mktemp)"
+  apt-get install -y -qq --no-install-recommends slurm-wlm munge >"$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; exit 1; }
+  rm -f "$log"
+  # The packages may start system services; the tests run their own cluster on free ports.
+  for service in slurmd slurmctld munge; do
+    (systemctl stop "$service" || service "$service" stop) >/dev/null 2>&1 || true
+  done
+fi
 echo "setup: ok (helm3=$(.tools/helm3/helm version --template '{{.Version}}'), helm4=$(.tools/helm4/helm version --template '{{.Version}}'))"
