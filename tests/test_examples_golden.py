@@ -50,7 +50,7 @@ def test_every_accelerator_has_an_example():
 
     named = {plan.accelerator for e in EXAMPLES for plan in build_plans(e, ENV)}
     missing = [acc for acc in load_profiles() if acc not in named]
-    assert missing == ["p5", "p5en"], f"no example for {missing}"  # the two other EKS profiles share p4de's
+    assert missing == ["p5en"], f"no example for {missing}"  # p5en shares p4de's and p5's
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])

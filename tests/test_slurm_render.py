@@ -88,7 +88,7 @@ def test_seed_002_directives_and_launch():
     assert "'--container-image=123456789012.dkr.ecr.us-west-2.amazonaws.com#nemo-aws:24.01.framework'" in p5
     assert "#SBATCH --time=0-02:00:00" in p5  # workload.activeDeadlineSeconds: 7200
     assert "#SBATCH --error=/fsx/results/gpt3_5b/error-%x_%j.err" in p5
-    assert 'export HF_TOKEN="${HF_TOKEN}"  # workload.envs' in p5
+    assert 'export HF_TOKEN="${HF_TOKEN}"  # slurm.secret_env' in p5
 
 
 def test_kubernetes_target_never_sees_the_slurm_section():

@@ -194,9 +194,7 @@ values:
       extraArgs: []
     ompNumThreads: 12
     masterPort: 6002
-    envs:
-    - name: HF_TOKEN
-      value: ${HF_TOKEN}
+    envs: []
     backoffLimit: 0
     ttlSecondsAfterFinished: 43200
     activeDeadlineSeconds: 7200
@@ -232,7 +230,8 @@ slurm:
     fsx-pvc: /fsx
   env:
     FI_EFA_USE_HUGE_PAGE: '0'
-  secret_env: []
+  secret_env:
+  - HF_TOKEN
 HELM_NEMO_EOF
 [ -e "$RESULTS_DIR/submission.sh" ] || cp -- "$0" "$RESULTS_DIR/submission.sh"
 
@@ -243,8 +242,8 @@ export FI_EFA_FORK_SAFE=1  # profile p5
 export NCCL_TUNER_PLUGIN=/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu/libnccl-ofi-tuner.so  # profile p5
 export NCCL_SOCKET_IFNAME='^docker,lo,veth'  # profile p5 (slurm)
 export NCCL_DEBUG=WARN  # network.ncclSettings
-export HF_TOKEN="${HF_TOKEN}"  # workload.envs
 export FI_EFA_USE_HUGE_PAGE=0  # slurm.env
+export HF_TOKEN="${HF_TOKEN}"  # slurm.secret_env
 
 # What the chart sets in the pod, from Slurm's view of the job.
 export NNODES="$SLURM_JOB_NUM_NODES"
