@@ -446,10 +446,18 @@ def status(plans, extra, target):
 @click.option("-f", "--values", "values_file", required=True, type=click.Path(dir_okay=False))
 @click.option("--chart", default=None)
 @click.argument("release", required=False)
-def validate(values_file, chart, release):
-    """Check a values or recipe file (substitution, files, schema) without calling helm."""
+@_target_option
+def validate(values_file, chart, release, target):
+    """Check a values or recipe file (substitution, files, schema) without calling helm; with --target slurm,
+    also the slurm: section and everything the Slurm job needs."""
     try:
         plans = _plans(values_file, release, chart, None)
+        if target == "slurm":
+            from helm_nemo.targets import slurm_cli
+
+            for job in slurm_cli.jobs_of(plans):
+                click.echo(f"ok: {job.release} -> Slurm job {job.job_name}")
+            return
     except Exception as err:  # noqa: BLE001
         _fail(err)
         return

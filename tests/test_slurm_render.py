@@ -291,3 +291,12 @@ def test_kubernetes_options_are_refused_on_slurm(tmp_path):
     values = write(tmp_path, BASE)
     result = cli("template", "--target", "slurm", "--values", str(values), "--kube-context", "x")
     assert result.exit_code == 2 and "takes no option '--kube-context'" in result.output
+
+
+def test_validate_checks_the_slurm_target_when_asked(tmp_path):
+    values = write(tmp_path, BASE + "slurm: {partiton: x}\n")
+    assert cli("validate", "--values", str(values)).exit_code == 0  # Kubernetes: the slurm: section is not helm's
+    result = cli("validate", "--target", "slurm", "--values", str(values))
+    assert result.exit_code == 2 and "$.slurm.partiton: unknown key 'partiton'" in result.output
+    good = cli("validate", "--target", "slurm", "--values", str(EXAMPLES / "p4de-gpt3-126m-slurm.yaml"))
+    assert good.exit_code == 0 and "ok: gpt3-126m -> Slurm job nemo-megatron-gpt3-126m" in good.output
