@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Mapping
 
-from helm_nemo import __version__, resources as paths
+from helm_nemo import resources as paths
+from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
 from helm_nemo.user_errors import Problem, UserError, json_path, raise_if_problems
 
 SCHEMA_FILE = "slurm.schema.json"
@@ -91,85 +92,6 @@ def schema() -> dict[str, Any]:
 
 def schema_defaults() -> dict[str, Any]:
     return {key: spec["default"] for key, spec in schema()["properties"].items() if "default" in spec}
-
-
-# ---------------------------------------------------------------------------------------------- quoting
-
-def quote(value: Any) -> str:
-    """One shell word whatever the value holds (`;`, `$()`, quotes, newlines): POSIX single quotes."""
-    return shlex.quote(_text(value))
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def _double_quoted(text: str) -> str:
-    """Text for inside double quotes, where nothing expands."""
-    return re.sub(r'([\\"$`])', r"\\\1", text)
-
-
-class _Secrets:
-    """Which values came from secret variables, and how the script refers to them instead."""
-
-    def __init__(self, plan, env: Mapping[str, str], declared: list[str], show: bool):
-        from helm_nemo.values.substitute import SECRET_NAME
-
-        self.show = show
-        self.declared = list(declared)
-        self.required: dict[str, str | None] = {}  # name -> value install passes to sbatch (None: from its env)
-        self.by_path: dict[tuple, list[tuple[str, str]]] = {}  # values path -> [(secret text, variable)]
-        result = plan.substitution
-        prefix = tuple(plan.json_prefix)
-        if result is None:
-            return
-        for where, names in result.used.items():
-            if tuple(where[:len(prefix)]) != prefix:
-                continue
-            pairs = [(env[name], name) for name in names if SECRET_NAME.search(name) and env.get(name)]
-            if pairs:
-                self.by_path[tuple(where[len(prefix):])] = pairs
-        self.all_texts = {text for pairs in self.by_path.values() for text, _ in pairs}
-
-    def word(self, value: Any, where: tuple) -> str:
-        """The shell word for the value at `where`: quoted, secrets as `${VAR}` references."""
-        text = _text(value)
-        pairs = [] if self.show else [(s, n) for s, n in self.by_path.get(tuple(where), []) if s in text]
-        if not pairs:
-            return quote(text)
-        pieces = [text]
-        for secret, name in sorted(pairs, key=lambda p: len(p[0]), reverse=True):
-            self.required.setdefault(name, None)
-            split: list = []
-            for piece in pieces:
-                if isinstance(piece, tuple):
-                    split.append(piece)
-                    continue
-                parts = piece.split(secret)
-                for index, part in enumerate(parts):
-                    if index:
-                        split.append((name,))
-                    split.append(part)
-            pieces = split
-        return '"' + "".join("${" + p[0] + "}" if isinstance(p, tuple) else _double_quoted(p) for p in pieces) + '"'
-
-    def env_word(self, name: str, value: Any, where: tuple, env: Mapping[str, str]) -> str:
-        if _text(value) == "${" + name + "}":
-            # `{name: HF_TOKEN, value: ${HF_TOKEN}}`: substitution left it for the job (the values define that
-            # env name), so the job takes it from the environment sbatch runs in.
-            self.required.setdefault(name, None)
-            return '"${' + name + '}"'
-        if name in self.declared and not self.show:
-            self.required[name] = _text(value)
-            return '"${' + name + '}"'
-        return self.word(value, where)
-
-    def mask(self, text: str) -> str:
-        for secret in sorted(getattr(self, "all_texts", ()), key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return text
 
 
 # ---------------------------------------------------------------------------------------------- render
@@ -278,7 +200,7 @@ class _Renderer:
     def directives(self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int,
                    output: str, error: str | None) -> list[str]:
         def line(option: str, value: Any, where: tuple | None) -> str:
-            text = _text(value)
+            text = text_of(value)
             if "\n" in text or "\r" in text or '"' in text:
                 self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
             return f"#SBATCH {option}={text}" if not re.search(r"\s", text) else f'#SBATCH {option}="{text}"'
@@ -325,7 +247,7 @@ class _Renderer:
             out.append(f"#SBATCH {extra}")
         return out
 
-    def environment(self, profile: dict[str, Any], s: dict[str, Any], secrets: _Secrets) -> list[tuple[str, str, str]]:
+    def environment(self, profile: dict[str, Any], s: dict[str, Any], secrets: Secrets) -> list[tuple[str, str, str]]:
         """(name, shell word, origin) in order; a later entry of the same name replaces an earlier one."""
         entries: dict[str, tuple[str, str]] = {}
 
@@ -360,7 +282,7 @@ class _Renderer:
     def image(self, s: dict[str, Any]) -> str:
         if s.get("container_image"):
             return s["container_image"]
-        image = _text(_get(self.values, ("workload", "image")))
+        image = text_of(_get(self.values, ("workload", "image")))
         first, _, rest = image.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
             return f"{first}#{rest}"  # Enroot's REGISTRY#IMAGE
@@ -401,13 +323,13 @@ class _Renderer:
         elif not s.get("results_dir") and (not str(root).startswith("/") or re.search(r"[\n\r,:]", str(root))):
             self.problem(("workload", "experimentRootDir"),
                          "the results root must be an absolute path without ',' ':' or newlines")
-        experiment = _text(_get(self.values, ("workload", "experimentName")) or "nemo-experiments")
+        experiment = text_of(_get(self.values, ("workload", "experimentName")) or "nemo-experiments")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", experiment):
             self.problem(("workload", "experimentName"), "the experiment name is a folder name on Slurm",
                          "letters, digits, '.', '_' and '-'")
         if self.problems or profile is None:
             raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
-        secrets = _Secrets(plan, self.env, s.get("secret_env") or [], self.show_secrets)
+        secrets = Secrets(plan, self.env, s.get("secret_env") or [], self.show_secrets)
 
         gpus = int(_get(self.values, ("workload", "gpus")) or profile["gpusPerNode"])
         per_node = int(profile["gpusPerNode"])
@@ -428,11 +350,11 @@ class _Renderer:
         raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
 
         resolved = self.resolved_values(s, profile, secrets)
-        config = _text(self.values.get("nemo_config"))
+        config = text_of(self.values.get("nemo_config"))
         lines = [
             "#!/bin/bash",
-            f"# Generated by helm-nemo {__version__} (helm nemo template --target slurm) from {_comment(self.source_name)}.",
-            f"# Release {_comment(plan.release)}: chart {plan.chart_kind}, accelerator {profile['id']} ({profile['machineType']},"
+            f"# Generated by helm nemo template --target slurm from {comment(self.source_name)}.",
+            f"# Release {comment(plan.release)}: chart {plan.chart_kind}, accelerator {profile['id']} ({profile['machineType']},"
             f" {profile['gpusPerNode']} x {profile['gpu']}), {nodes} node(s) x {gpus_per_node} GPU(s).",
             "# Submit: helm nemo install --target slurm --values FILE (creates the folder of the log first);",
             f"# by hand: mkdir -p {quote(_dirname(output))} && sbatch THIS_FILE",
@@ -456,8 +378,8 @@ class _Renderer:
             "export EXPERIMENT_DIR RESULTS_DIR",
             "",
             "# The NeMo config the job runs and the resolved values, saved next to the results.",
-            *_heredoc(f'"$RESULTS_DIR/{NEMO_CONFIG_NAME}"', config),
-            *_heredoc(f'"$RESULTS_DIR/{RESOLVED_VALUES_NAME}"', resolved),
+            *heredoc(f'"$RESULTS_DIR/{NEMO_CONFIG_NAME}"', config),
+            *heredoc(f'"$RESULTS_DIR/{RESOLVED_VALUES_NAME}"', resolved),
             f'[ -e "$RESULTS_DIR/{SUBMISSION_NAME}" ] || cp -- "$0" "$RESULTS_DIR/{SUBMISSION_NAME}"',
             "",
             "# Env: the profile's fabric settings, then the values' (later entries win).",
@@ -504,23 +426,23 @@ class _Renderer:
                         output=output, unique=bool(s.get("unique_output_dir", True)), resolved_values=resolved,
                         secret_env=dict(secrets.required), notes=self.notes)
 
-    def arguments(self, secrets: _Secrets, env: list[tuple[str, str, str]]) -> list[str]:
+    def arguments(self, secrets: Secrets, env: list[tuple[str, str, str]]) -> list[str]:
         words = []
         for index, item in enumerate(_get(self.values, ("workload", "nemoConfigOverrides")) or []):
-            words.append((secrets.word(item, ("workload", "nemoConfigOverrides", index)), _text(item),
+            words.append((secrets.word(item, ("workload", "nemoConfigOverrides", index)), text_of(item),
                           ("workload", "nemoConfigOverrides", index)))
         for index, item in enumerate(_get(self.values, ("workload", "arguments")) or []):
             where = ("workload", "arguments", index)
             if isinstance(item, dict):
                 value = item.get("value")
                 if isinstance(value, list):
-                    value = "[" + ",".join(_text(v) for v in value) + "]"
-                text = f"{item.get('name')}={_text(value) if 'value' in item and value is not None else 'null'}" \
-                    if "value" in item else _text(item.get("name"))
+                    value = "[" + ",".join(text_of(v) for v in value) + "]"
+                text = f"{item.get('name')}={text_of(value) if 'value' in item and value is not None else 'null'}" \
+                    if "value" in item else text_of(item.get("name"))
                 # secrets may sit in the value: word() searches the text at the value's path
                 word = secrets.word(text, where + ("value",)) if "value" in item else quote(text)
             else:
-                text, word = _text(item), secrets.word(item, where)
+                text, word = text_of(item), secrets.word(item, where)
             words.append((word, text, where))
         from helm_nemo.values.substitute import RUNTIME_VARIABLES
 
@@ -591,7 +513,7 @@ class _Renderer:
         out.append(body + ' \\\n  bash -c "$LAUNCH" nemo-launch "${ARGS[@]}"')
         return out
 
-    def resolved_values(self, s: dict[str, Any], profile: dict[str, Any], secrets: _Secrets) -> str:
+    def resolved_values(self, s: dict[str, Any], profile: dict[str, Any], secrets: Secrets) -> str:
         """What the job ran with: the chart's defaults merged with the values, the slurm section with its
         defaults; env-derived secrets masked, declared secret env values masked."""
         import yaml
@@ -616,7 +538,7 @@ class _Renderer:
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
         return text if self.show_secrets else secrets.mask(text)
 
-    def check_no_secret_in_clear(self, script: str, secrets: _Secrets) -> None:
+    def check_no_secret_in_clear(self, script: str, secrets: Secrets) -> None:
         if self.show_secrets:
             return
         for where, pairs in secrets.by_path.items():
@@ -643,26 +565,6 @@ def _covers(mount_target: str, path: str) -> bool:
 
 def _dirname(pattern: str) -> str:
     return str(PurePosixPath(pattern).parent)
-
-
-def _heredoc(target: str, text: str) -> list[str]:
-    """`cat > target` with a quoted here-document (the shell expands nothing inside); the file ends with
-    one newline. The end marker is chosen so that no line of the text equals it."""
-    if not text:
-        return [f": > {target}"]
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines = lines[:-1]
-    marker, n = "HELM_NEMO_EOF", 0
-    while marker in lines:
-        n += 1
-        marker = f"HELM_NEMO_EOF_{n}"
-    return [f"cat > {target} <<'{marker}'", *lines, marker]
-
-
-def _comment(text: str) -> str:
-    """User text inside a `#` comment: one line whatever it holds."""
-    return str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def render(plan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,

@@ -1,0 +1,109 @@
+"""Shell text from values: one word per value whatever it holds, secrets as references, here-documents.
+
+Used by the Slurm target (helm_nemo.targets.slurm); nothing here knows about Slurm.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Mapping
+
+MASK = "***"
+
+
+def quote(value: Any) -> str:
+    """One shell word whatever the value holds (`;`, `$()`, quotes, newlines): POSIX single quotes."""
+    return shlex.quote(text_of(value))
+
+
+def text_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _double_quoted(text: str) -> str:
+    """Text for inside double quotes, where nothing expands."""
+    return re.sub(r'([\\"$`])', r"\\\1", text)
+
+
+class Secrets:
+    """Which values came from secret variables, and how the script refers to them instead."""
+
+    def __init__(self, plan, env: Mapping[str, str], declared: list[str], show: bool):
+        from helm_nemo.values.substitute import SECRET_NAME
+
+        self.show = show
+        self.declared = list(declared)
+        self.required: dict[str, str | None] = {}  # name -> value install passes to sbatch (None: from its env)
+        self.by_path: dict[tuple, list[tuple[str, str]]] = {}  # values path -> [(secret text, variable)]
+        result = plan.substitution
+        prefix = tuple(plan.json_prefix)
+        if result is None:
+            return
+        for where, names in result.used.items():
+            if tuple(where[:len(prefix)]) != prefix:
+                continue
+            pairs = [(env[name], name) for name in names if SECRET_NAME.search(name) and env.get(name)]
+            if pairs:
+                self.by_path[tuple(where[len(prefix):])] = pairs
+        self.all_texts = {text for pairs in self.by_path.values() for text, _ in pairs}
+
+    def word(self, value: Any, where: tuple) -> str:
+        """The shell word for the value at `where`: quoted, secrets as `${VAR}` references."""
+        text = text_of(value)
+        pairs = [] if self.show else [(s, n) for s, n in self.by_path.get(tuple(where), []) if s in text]
+        if not pairs:
+            return quote(text)
+        pieces = [text]
+        for secret, name in sorted(pairs, key=lambda p: len(p[0]), reverse=True):
+            self.required.setdefault(name, None)
+            split: list = []
+            for piece in pieces:
+                if isinstance(piece, tuple):
+                    split.append(piece)
+                    continue
+                parts = piece.split(secret)
+                for index, part in enumerate(parts):
+                    if index:
+                        split.append((name,))
+                    split.append(part)
+            pieces = split
+        return '"' + "".join("${" + p[0] + "}" if isinstance(p, tuple) else _double_quoted(p) for p in pieces) + '"'
+
+    def env_word(self, name: str, value: Any, where: tuple, env: Mapping[str, str]) -> str:
+        if text_of(value) == "${" + name + "}":
+            # `{name: HF_TOKEN, value: ${HF_TOKEN}}`: substitution left it for the job (the values define that
+            # env name), so the job takes it from the environment sbatch runs in.
+            self.required.setdefault(name, None)
+            return '"${' + name + '}"'
+        if name in self.declared and not self.show:
+            self.required[name] = text_of(value)
+            return '"${' + name + '}"'
+        return self.word(value, where)
+
+    def mask(self, text: str) -> str:
+        for secret in sorted(getattr(self, "all_texts", ()), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+        return text
+
+
+def heredoc(target: str, text: str) -> list[str]:
+    """`cat > target` with a quoted here-document (the shell expands nothing inside); the file ends with
+    one newline. The end marker is chosen so that no line of the text equals it."""
+    if not text:
+        return [f": > {target}"]
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines = lines[:-1]
+    marker, n = "HELM_NEMO_EOF", 0
+    while marker in lines:
+        n += 1
+        marker = f"HELM_NEMO_EOF_{n}"
+    return [f"cat > {target} <<'{marker}'", *lines, marker]
+
+
+def comment(text: str) -> str:
+    """User text inside a `#` comment: one line whatever it holds."""
+    return str(text).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
