@@ -202,7 +202,16 @@ def test_secret_values_reach_the_job_through_the_environment(tmp_path):
     assert argv[-1] == "--auth=Bearer tok-123;$(x)"
     assert (job_env["HF_TOKEN"], job_env["API_KEY"], job_env["DECLARED"]) == ("hf-456", "key=ak-789", "d-1")
     saved = next((tmp_path / "r").rglob("resolved-values.yaml")).read_text()
-    assert "***" in saved and not any(s in saved for s in ["ak-789", "literal-declared-secret"])
+    assert "***" in saved and not any(s in saved for s in ["ak-789", "literal-declared-secret", "tok-123"])
+    assert "API_KEY: key=***" in saved and "- --auth=Bearer ***" in saved
+
+
+def test_a_short_secret_masks_only_where_it_was_substituted(tmp_path):
+    values = write(tmp_path, BASE + "  ompNumThreads: 1\n  arguments: ['trainer.devices=1']\nslurm: {env: {PIN_KEY: '${PIN_KEY}'}}\n")
+    script = cli("template", "--target", "slurm", "--values", str(values), env={"PIN_KEY": "1"}).stdout
+    assert 'export PIN_KEY="${PIN_KEY}"  # slurm.env' in script
+    assert "  trainer.devices=1" in script and "export OMP_NUM_THREADS=1" in script
+    assert "PIN_KEY: '***'" in script and "ompNumThreads: 1" in script
 
 
 def test_a_missing_secret_stops_the_job_before_anything_runs(tmp_path):
@@ -300,3 +309,10 @@ def test_validate_checks_the_slurm_target_when_asked(tmp_path):
     assert result.exit_code == 2 and "$.slurm.partiton: unknown key 'partiton'" in result.output
     good = cli("validate", "--target", "slurm", "--values", str(EXAMPLES / "p4de-gpt3-126m-slurm.yaml"))
     assert good.exit_code == 0 and "ok: gpt3-126m -> Slurm job nemo-megatron-gpt3-126m" in good.output
+
+
+def test_a_secret_where_no_reference_can_stand_is_refused(tmp_path):
+    values = write(tmp_path, BASE.replace("nvcr.io/nvidia/nemo:24.07", "registry.example.com/${REGISTRY_TOKEN}/nemo:1"))
+    result = cli("template", "--target", "slurm", "--values", str(values), env={"REGISTRY_TOKEN": "t0ken-x"})
+    assert result.exit_code == 2 and "t0ken-x" not in result.output
+    assert f"{values}:7:3: $.workload.image: the value of secret variable REGISTRY_TOKEN would be written" in result.output

@@ -38,6 +38,7 @@ class Secrets:
         self.declared = list(declared)
         self.required: dict[str, str | None] = {}  # name -> value install passes to sbatch (None: from its env)
         self.by_path: dict[tuple, list[tuple[str, str]]] = {}  # values path -> [(secret text, variable)]
+        self.handled: set[tuple] = set()  # paths whose value went through word()/env_word(): never in clear
         result = plan.substitution
         prefix = tuple(plan.json_prefix)
         if result is None:
@@ -48,9 +49,9 @@ class Secrets:
             pairs = [(env[name], name) for name in names if SECRET_NAME.search(name) and env.get(name)]
             if pairs:
                 self.by_path[tuple(where[len(prefix):])] = pairs
-        self.all_texts = {text for pairs in self.by_path.values() for text, _ in pairs}
 
     def word(self, value: Any, where: tuple) -> str:
+        self.handled.add(tuple(where))
         """The shell word for the value at `where`: quoted, secrets as `${VAR}` references."""
         text = text_of(value)
         pairs = [] if self.show else [(s, n) for s, n in self.by_path.get(tuple(where), []) if s in text]
@@ -73,6 +74,7 @@ class Secrets:
         return '"' + "".join("${" + p[0] + "}" if isinstance(p, tuple) else _double_quoted(p) for p in pieces) + '"'
 
     def env_word(self, name: str, value: Any, where: tuple, env: Mapping[str, str]) -> str:
+        self.handled.add(tuple(where))
         if text_of(value) == "${" + name + "}":
             # `{name: HF_TOKEN, value: ${HF_TOKEN}}`: substitution left it for the job (the values define that
             # env name), so the job takes it from the environment sbatch runs in.
@@ -83,10 +85,23 @@ class Secrets:
             return '"${' + name + '}"'
         return self.word(value, where)
 
-    def mask(self, text: str) -> str:
-        for secret in sorted(getattr(self, "all_texts", ()), key=len, reverse=True):
-            text = text.replace(secret, MASK)
-        return text
+    def mask(self, data: Any, where: tuple = ()) -> Any:
+        """`data` (found at `where` in the values) with the secrets masked where they were substituted,
+        only there: a short secret (`1`) does not mask every `1`."""
+        if self.show:
+            return data
+        if isinstance(data, dict):
+            return {k: self.mask(v, where + (k,)) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self.mask(v, where + (i,)) for i, v in enumerate(data)]
+        pairs = self.by_path.get(tuple(where))
+        if not pairs:
+            return data
+        if not isinstance(data, str):
+            return MASK
+        for secret, _ in sorted(pairs, key=lambda p: len(p[0]), reverse=True):
+            data = data.replace(secret, MASK)
+        return data
 
 
 def heredoc(target: str, text: str) -> list[str]:

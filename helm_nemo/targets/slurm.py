@@ -518,9 +518,9 @@ class _Renderer:
         defaults; env-derived secrets masked, declared secret env values masked."""
         import yaml
 
-        values = {k: v for k, v in self.values.items() if k not in ("nemo_config", "files")}
+        values = secrets.mask({k: v for k, v in self.values.items() if k not in ("nemo_config", "files")})
         order = list(schema()["properties"])
-        section = {key: s[key] for key in order if key in s}
+        section = secrets.mask({key: s[key] for key in order if key in s}, ("slurm",))
         if section.get("env"):
             section["env"] = {k: ("***" if k in secrets.declared and not self.show_secrets else v)
                               for k, v in section["env"].items()}
@@ -535,15 +535,16 @@ class _Renderer:
                 values["workload"] = {**values["workload"], key: masked}
         doc = {"release": self.plan.release, "chart": self.plan.chart_kind, "accelerator": profile["id"],
                "values": values, "slurm": section}
-        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
-        return text if self.show_secrets else secrets.mask(text)
+        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
 
     def check_no_secret_in_clear(self, script: str, secrets: Secrets) -> None:
         if self.show_secrets:
             return
         for where, pairs in secrets.by_path.items():
+            if where in secrets.handled:
+                continue  # quoted with references by Secrets.word
             for text, name in pairs:
-                if text in script:
+                if text in script:  # a value used elsewhere (image, paths …) would carry the secret
                     self.problem(where, f"the value of secret variable {name} would be written into the script here",
                                  hint="pass it through env (workload.envs or slurm.env), or use --show-secrets")
         raise_if_problems(self.problems, title=f"{self.plan.source}: release {self.plan.release}: secrets:")
