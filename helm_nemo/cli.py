@@ -47,6 +47,7 @@ def main(ctx: click.Context, debug: bool) -> None:
       HELM_NEMO_CHART_REPO  oci://HOST/PATH: charts by kind resolve to the published charts there
       HELM_NEMO_HOME        a folder with charts/, schemas/, generator/, values/ to use instead of the shipped ones
       HELM_DEBUG=true       tracebacks (same as --debug)
+      SBATCH_BIN, SCANCEL_BIN, SQUEUE_BIN, SACCT_BIN, SCONTROL_BIN  Slurm commands (--target slurm; default: PATH)
     """
     if debug:
         os.environ["HELM_NEMO_DEBUG"] = "1"
