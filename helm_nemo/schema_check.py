@@ -30,9 +30,72 @@ class SchemaError:
     instance: Any
 
 
+def whole_string_pattern(pattern: str) -> str:
+    """A JSON Schema (ECMA-262) or Go (RE2) pattern for Python's `re`, with `$` meaning the end of the string.
+
+    Python's `$` also matches just before a final newline, so `^[a-z]+$` would accept "abc\\n" (and the
+    newline would reach helm); in ECMA-262 and RE2 without the multi-line flag `$` is the end of the input.
+    Every `$` outside a character class and not escaped becomes `\\Z`; a pattern with an inline `m` flag
+    (multi-line on purpose) is left as it is.
+    """
+    if "$" not in pattern or re.search(r"\(\?[a-zA-Z]*m[a-zA-Z]*[):]", pattern):
+        return pattern
+    out: list[str] = []
+    index, in_class = 0, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index:index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            out.append(char)
+            index += 1
+            if pattern[index:index + 1] == "^":
+                out.append("^")
+                index += 1
+            if pattern[index:index + 1] == "]":  # `[]…]`: a leading `]` is a literal
+                out.append("]")
+                index += 1
+            continue
+        elif char == "$":
+            char = "\\Z"
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
 @lru_cache(maxsize=512)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+def pattern_regex(pattern: str) -> re.Pattern:
+    """The compiled `whole_string_pattern` (cached): what `pattern` and `patternProperties` search with."""
+    return re.compile(whole_string_pattern(pattern))
+
+
+_regex = pattern_regex
+
+
+@lru_cache(maxsize=None)
+def whole_string_jsonschema(cls):
+    """A jsonschema validator class like `cls` whose `pattern` and `patternProperties` use `pattern_regex`
+    (jsonschema searches with Python's own `$`)."""
+    from jsonschema import ValidationError, validators
+
+    def pattern(validator, value, instance, _schema):
+        if validator.is_type(instance, "string") and not pattern_regex(value).search(instance):
+            yield ValidationError(f"{instance!r} does not match {value!r}")
+
+    def pattern_properties(validator, value, instance, _schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for regex, subschema in value.items():
+            for key, item in instance.items():
+                if pattern_regex(regex).search(key):
+                    yield from validator.descend(item, subschema, path=key, schema_path=regex)
+
+    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties})
 
 
 def _type_ok(value: Any, kind: str) -> bool:

@@ -86,8 +86,10 @@ def test_runtime_variables_survive(tmp_path):
         "workload:\n  defaultArguments:\n    - --num-nodes=${NNODES}\n    - --log-dir=${LOG_DIR_PREFIX}\n"
         "  envs:\n    - name: LOG_DIR_PREFIX\n      value: /logs\n"
     )
-    data = subst(tmp_path, text, {"NNODES": "999", "LOG_DIR_PREFIX": "/host"})
+    data = subst(tmp_path, text, {"NNODES": "999"})
     assert data["workload"]["defaultArguments"] == ["--num-nodes=${NNODES}", "--log-dir=${LOG_DIR_PREFIX}"]
+    with pytest.raises(UserError, match=r"\$\{LOG_DIR_PREFIX\} is ambiguous"):  # also set locally: say which
+        subst(tmp_path, text, {"NNODES": "999", "LOG_DIR_PREFIX": "/host"})
 
 
 def test_escape_defaults_and_required_message(tmp_path):

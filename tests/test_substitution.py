@@ -98,9 +98,32 @@ def test_runtime_variables_survive_even_when_set_locally(tmp_path):
     text = ("workload:\n  defaultArguments:\n    - \"--num-nodes=${NNODES}\"\n    - --log-dir=${LOG_DIR_PREFIX}\n"
             "    - --job=${JOB_IDENTIFIER}\n    - ${NNODES}\n"
             "  envs:\n    - name: LOG_DIR_PREFIX\n      value: /logs\n")
-    got = data(tmp_path, text, {"NNODES": "999", "LOG_DIR_PREFIX": "/host", "JOB_IDENTIFIER": "x"})
+    got = data(tmp_path, text, {"NNODES": "999", "JOB_IDENTIFIER": "x", "HOME": "/root"})
     assert got["workload"]["defaultArguments"] == ["--num-nodes=${NNODES}", "--log-dir=${LOG_DIR_PREFIX}",
                                                    "--job=${JOB_IDENTIFIER}", "${NNODES}"]
+
+
+def test_a_pod_env_name_also_set_locally_is_an_error_that_says_how_to_choose(tmp_path):
+    # Issue 16: an env entry named like a local variable silently turned every ${HF_TOKEN} into a pod reference.
+    text = ("workload:\n  arguments:\n    - --token=${HF_TOKEN}\n    - --also=$${HF_TOKEN}\n"
+            "  envs:\n    - name: HF_TOKEN\n      value: x\n")
+    (problem,) = failure(tmp_path, text, {"HF_TOKEN": "hf_local"}).problems
+    assert (problem.line, problem.json_path) == (3, "$.workload.arguments[0]")
+    assert problem.message.startswith("${HF_TOKEN} is ambiguous: HF_TOKEN is an env var the values define for the pod "
+                                      "($.workload.envs[0], line 6)")
+    assert "$${HF_TOKEN}" in problem.hint and "another name" in problem.hint
+    # Unset locally, it stays for the pod; `$${…}` says so explicitly either way.
+    assert data(tmp_path, text, {})["workload"]["arguments"] == ["--token=${HF_TOKEN}", "--also=${HF_TOKEN}"]
+    fixed = text.replace("--token=${HF_TOKEN}", "--token=$${HF_TOKEN}")
+    assert data(tmp_path, fixed, {"HF_TOKEN": "hf_local"})["workload"]["arguments"][0] == "--token=${HF_TOKEN}"
+
+
+def test_the_value_of_the_entry_defining_a_name_comes_from_the_environment(tmp_path):
+    text = "workload:\n  envs:\n    - name: HF_TOKEN\n      value: ${HF_TOKEN}\n    - name: B\n      value: ${A}\n"
+    got = data(tmp_path, text, {"HF_TOKEN": "hf_local", "A": "a"})
+    assert got["workload"]["envs"] == [{"name": "HF_TOKEN", "value": "hf_local"}, {"name": "B", "value": "a"}]
+    (problem,) = failure(tmp_path, text, {"A": "a"}).problems  # unset: an error, not a literal "${HF_TOKEN}"
+    assert problem.message == "variable HF_TOKEN is not set" and problem.line == 4
 
 
 def test_explicit_keep_replaces_the_default(tmp_path):

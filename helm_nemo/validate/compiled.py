@@ -8,6 +8,7 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
+from helm_nemo.schema_check import pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
 from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_schema, registry
 
@@ -98,7 +99,7 @@ class _FastCompiler:
         if "const" in schema:
             tests.append(lambda v, c=schema["const"]: _json_equal(v, c))
         if "pattern" in schema:
-            regex = re.compile(schema["pattern"])
+            regex = pattern_regex(schema["pattern"])
             tests.append(lambda v, r=regex: not isinstance(v, str) or r.search(v) is not None)
         for key, op in (("maxLength", "le"), ("minLength", "ge")):
             if key in schema:
@@ -149,7 +150,7 @@ class _FastCompiler:
 
     def _object(self, schema: dict, in_defs: bool):
         props = {k: self.compile(s, in_defs) for k, s in (schema.get("properties") or {}).items()}
-        patterns = tuple((re.compile(p), self.compile(s, in_defs))
+        patterns = tuple((pattern_regex(p), self.compile(s, in_defs))
                          for p, s in (schema.get("patternProperties") or {}).items())
         extra = schema.get("additionalProperties", True)
         extra_test = None if extra is True else (False if extra is False else self.compile(extra, in_defs))
@@ -206,7 +207,7 @@ class _Checker:
         if self._slow is None:
             from jsonschema import Draft202012Validator
 
-            self._slow = Draft202012Validator(self.schema, registry=registry(self.kube))
+            self._slow = whole_string_jsonschema(Draft202012Validator)(self.schema, registry=registry(self.kube))
         return self._slow
 
     def iter_errors(self, doc: Any):
@@ -246,7 +247,7 @@ def schema_problems(out: Collector, validator, doc: Mapping) -> None:
         where = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = set((error.schema.get("properties") or {}))
-            patterns = [re.compile(p) for p in (error.schema.get("patternProperties") or {})]
+            patterns = [pattern_regex(p) for p in (error.schema.get("patternProperties") or {})]
             extra = [k for k in error.instance if k not in allowed and not any(p.search(k) for p in patterns)]
             for key in extra or [None]:
                 if key is None:

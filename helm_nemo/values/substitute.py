@@ -9,8 +9,15 @@ names and eats shell `$1`/`$labels`; so, following helm-ecosystem.md §3.3:
 - bare `$NAME`, `$1`, `$(…)`, `$labels` stay as they are; `$$` is a literal `$` (so `$${X}` -> `${X}`);
 - any other `${…}` (`${x/y}`, `${#x}`, `${ X }`, an unclosed `${`) is a "malformed reference" error;
 - an unset name is an error, and every problem in the file is reported at once, with file:line:col;
-- names in `keep` (the pod's own variables: `${NNODES}`, `${JOB_IDENTIFIER}`, env names the values
-  define in workload.envs …) are never substituted and never an error: the pod's shell expands them;
+- which `${NAME}` stay for the pod (its shell expands them; helm nemo leaves them as written):
+  1. NAME is one of the pod's own variables, RUNTIME_VARIABLES (generator/shared/runtime-variables.yaml:
+     `${NNODES}`, `${JOB_IDENTIFIER}`, `${HOME}` …): always, whatever the local environment holds;
+  2. NAME is an env var the values define for the pod (an item `name: NAME` of any `envs`, `ncclSettings`
+     or `env` list) and is not set in the local environment. Set locally as well, `${NAME}` is ambiguous
+     and an error that says how to choose: `$${NAME}` for the pod's value, or the local value under
+     another name. The `value` of the entry that defines NAME is the exception: Kubernetes never expands
+     `${…}` in an env value, so `{name: HF_TOKEN, value: ${HF_TOKEN}}` takes HF_TOKEN from the environment;
+  every other `${NAME}` is substituted from the environment (unset: an error);
 - typing: a substituted value is always the string the variable holds; it never changes type
   (TAG=1.10 gives "1.10", FLAG=yes gives "yes", N=08 gives "08"), so a number or boolean a schema
   needs is written literally in the file, and the schema names the line when a string lands there.
@@ -22,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path
 
 def _runtime_variables() -> frozenset[str]:
@@ -54,6 +62,11 @@ class SubstitutionResult:
     used: dict[tuple, list[str]] = field(default_factory=dict)  # path -> variable names taken from env
     secrets: dict[tuple, list[str]] = field(default_factory=dict)  # path -> secret-looking values put there
     loaded: Any = None  # the LoadedValues substituted (positions of each path)
+    environment: dict[tuple, list[str]] = field(default_factory=dict)  # path -> every value taken from env
+
+    def environment_values(self) -> list[str]:
+        """Every value taken from the environment (what helm_nemo.secrets masks in printed text)."""
+        return list(dict.fromkeys(v for values in self.environment.values() for v in values))
 
     def names(self) -> set[str]:
         return {n for names in self.used.values() for n in names}
@@ -89,26 +102,31 @@ class SubstitutionResult:
         return mask(self.data, ())
 
 
-def runtime_names(data: Any) -> set[str]:
-    """RUNTIME_VARIABLES plus every env var the values define for the pod.
+def pod_env_names(data: Any) -> dict[str, list[tuple]]:
+    """The env vars the values define for the pod: name -> the paths of the list items defining it.
 
     `--log-dir=${LOG_DIR_PREFIX}` refers to `workload.envs[].name: LOG_DIR_PREFIX`, set in the pod, not on
     the machine running helm; the same holds for network.ncclSettings[] and any `env:` list.
     """
-    names = set(RUNTIME_VARIABLES)
+    found: dict[str, list[tuple]] = {}
 
-    def visit(node: Any, key: str | None) -> None:
+    def visit(node: Any, key: Any, where: tuple) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
-                visit(v, k)
+                visit(v, k, where + (k,))
         elif isinstance(node, list):
-            if key in ENV_LIST_KEYS:
-                names.update(item["name"] for item in node if isinstance(item, dict) and isinstance(item.get("name"), str))
-            for item in node:
-                visit(item, None)
+            for index, item in enumerate(node):
+                if key in ENV_LIST_KEYS and isinstance(item, dict) and isinstance(item.get("name"), str):
+                    found.setdefault(item["name"], []).append(where + (index,))
+                visit(item, None, where + (index,))
 
-    visit(data, None)
-    return names
+    visit(data, None, ())
+    return found
+
+
+def runtime_names(data: Any) -> set[str]:
+    """RUNTIME_VARIABLES plus every env var the values define for the pod (see the module doc for the rule)."""
+    return set(RUNTIME_VARIABLES) | set(pod_env_names(data))
 
 
 def _closing_brace(text: str, start: int) -> int:
@@ -126,12 +144,14 @@ def _closing_brace(text: str, start: int) -> int:
 
 
 class _Substituter:
-    def __init__(self, loaded, env: Mapping[str, str], keep: set[str], allow: set[str] | None, prefix: tuple):
-        self.loaded, self.env, self.keep, self.allow, self.prefix = loaded, env, keep, allow, prefix
+    def __init__(self, loaded, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple]],
+                 allow: set[str] | None, prefix: tuple):
+        self.loaded, self.env, self.keep, self.pod_env, self.allow, self.prefix = loaded, env, keep, pod_env, allow, prefix
         self.problems: list[Problem] = []
         self.missing: list[str] = []
         self.used: dict[tuple, list[str]] = {}
         self.secrets: dict[tuple, list[str]] = {}
+        self.environment: dict[tuple, list[str]] = {}
 
     def problem(self, where: tuple, message: str, *, expected: str | None = None, hint: str | None = None) -> None:
         line, column = self.loaded.position(where)
@@ -153,6 +173,7 @@ class _Substituter:
         result, whole = self.expand(text, where, names, secrets)
         if names:
             self.used[self.prefix + where] = names
+            self.environment[where] = [self.env[name] for name in names if self.env.get(name)]
         if secrets:
             self.secrets[where] = secrets
         return result  # a string stays a string (see the module docstring: no re-typing)
@@ -200,6 +221,17 @@ class _Substituter:
         name, op, arg = body.group("name"), body.group("op"), body.group("arg")
         if name in self.keep:
             return token, False  # the pod's shell expands it
+        defined = self.pod_env.get(name)
+        if defined and not (where[-1:] == ("value",) and where[:-1] in defined):  # see rule 2 of the module doc
+            if name not in self.env:
+                return token, False
+            first = defined[0]
+            line, _ = self.loaded.position(first + ("name",))
+            self.problem(where, f"${{{name}}} is ambiguous: {name} is an env var the values define for the pod "
+                                f"({json_path(first)}, line {line}) and is also set in your environment",
+                         hint=f"for the pod's value write $${{{name}}}; for your environment's value export it under "
+                              f"another name (e.g. LOCAL_{name}) and write that")
+            return token, False
         if self.allow is not None and name not in self.allow:
             self.problem(where, f"variable {name} is not allowed: it is not in the allowed list",
                          hint=f"add {name} to the allowed variables (--allow-env), or write $${{{name}}} for a literal")
@@ -217,6 +249,7 @@ class _Substituter:
             self.problem(where, message, hint=f"export {name}=… before running, or write ${{{name}:-default}}")
             return token, False
         names.append(name)
+        note_secret(value)
         if value and SECRET_NAME.search(name):
             secrets.append(value)
         return value, True
@@ -226,16 +259,18 @@ def substitute(loaded, env: Mapping[str, str], *, keep: Iterable[str] | None = N
                allow: Iterable[str] | None = None, prefix: tuple = ()) -> SubstitutionResult:
     """Substitute `${…}` inside `loaded.data` (a values_file.LoadedValues); raise one UserError listing every problem.
 
-    keep: names left for the pod (default: `runtime_names(loaded.data)`); allow: when given, the only names
-    that may be read from `env`; prefix: where `loaded.data` sits in a bigger document (for JSON paths).
+    keep: names always left for the pod (default: RUNTIME_VARIABLES); env vars the values define for the pod
+    follow rule 2 of the module doc either way; allow: when given, the only names that may be read from
+    `env`; prefix: where `loaded.data` sits in a bigger document (for JSON paths).
     """
-    keep_set = set(keep) if keep is not None else runtime_names(loaded.data)
+    keep_set = set(keep) if keep is not None else set(RUNTIME_VARIABLES)
     allow_set = set(allow) if allow is not None else None
-    worker = _Substituter(loaded, env, keep_set, allow_set, prefix)
+    worker = _Substituter(loaded, env, keep_set, pod_env_names(loaded.data), allow_set, prefix)
     data = worker.walk(loaded.data, ())
     if worker.problems:
         title = f"{loaded.path}: {len(worker.problems)} problem(s) substituting variables"
         if worker.missing:
             title += " (not set: " + ", ".join(dict.fromkeys(worker.missing)) + ")"
         raise UserError(worker.problems, title=title + ":")
-    return SubstitutionResult(data=data, used=worker.used, secrets=worker.secrets, loaded=loaded)
+    return SubstitutionResult(data=data, used=worker.used, secrets=worker.secrets, loaded=loaded,
+                              environment=worker.environment)

@@ -48,8 +48,11 @@ def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
         pass
     import jsonschema
 
+    from helm_nemo.schema_check import whole_string_jsonschema
+
+    validator = whole_string_jsonschema(jsonschema.Draft7Validator)(schema)
     return [SchemaError(tuple(e.absolute_path), e.validator, e.validator_value, e.message, e.schema, e.instance)
-            for e in jsonschema.Draft7Validator(schema).iter_errors(data)]
+            for e in validator.iter_errors(data)]
 
 
 def _resolve(schema: dict[str, Any], node: Any) -> Any:
@@ -104,7 +107,9 @@ def _short(text: str) -> str:
 def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[str]]:
     """(declared property names, keys of `instance` that are neither declared nor match patternProperties)."""
     allowed = list((node.get("properties") or {}).keys())
-    patterns = [re.compile(p) for p in (node.get("patternProperties") or {})]
+    from helm_nemo.schema_check import pattern_regex
+
+    patterns = [pattern_regex(p) for p in (node.get("patternProperties") or {})]
     extra = [k for k in instance if k not in allowed and not any(p.search(k) for p in patterns)] \
         if isinstance(instance, dict) else []
     return allowed, extra
