@@ -21,20 +21,83 @@ def _debug() -> bool:
     return os.environ.get("HELM_DEBUG", "").lower() == "true" or os.environ.get("HELM_NEMO_DEBUG") == "1"
 
 
+def _say(text: str, err: bool = True) -> None:
+    """Print one message (stderr by default) with the values from the environment masked (helm_nemo.secrets)."""
+    from helm_nemo.secrets import mask
+
+    click.echo(mask(text), err=err)
+
+
+def _out(text: str) -> None:
+    _say(text, err=False)
+
+
 def _fail(err: Exception) -> None:
+    """An error becomes its exit code: user errors 2, a signal 128 + its number, a failed write of our output
+    1 (one line each), anything else 1. With --debug the traceback is printed, masked like everything else."""
+    from helm_nemo.actions.process import OUTPUT_ERRNOS, Interrupted, OutputError
     from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
+    if isinstance(err, OSError) and err.errno in OUTPUT_ERRNOS:
+        err = OutputError(err)
+    if isinstance(err, OutputError):
+        _output_failed(err)
     if _debug():
-        raise err
+        _say(_traceback(err))
+    if isinstance(err, Interrupted):
+        stopped = f" (helm stopped, exit {err.returncode})" if err.returncode is not None else ""
+        _say(f"helm nemo: {err.name} received; stopped{stopped}. Nothing was installed.")
+        sys.exit(err.exit_code)
     if isinstance(err, UserError):
-        click.echo(err.format(), err=True)
-        click.echo("Nothing was sent to helm.", err=True)
+        if not _debug():
+            _say(err.format())
+        _say("Nothing was sent to helm.")
         sys.exit(EXIT_USER_ERROR)
-    click.echo(f"helm nemo: {err}", err=True)
+    if not _debug():
+        _say(f"helm nemo: {err}")
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+def _traceback(err: BaseException) -> str:
+    """--debug: the traceback, printed through `_say` (masked like every message)."""
+    import traceback
+
+    return "".join(traceback.format_exception(err)).rstrip()
+
+
+def _output_failed(err: Exception) -> None:
+    """Our output cannot be written (`| head -1`, `> /dev/full`): one line on stderr, exit 1, and no second
+    complaint when Python flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+        pass
+    error = getattr(err, "error", err)
+    try:
+        click.echo(f"helm nemo: cannot write the output: {getattr(error, 'strerror', None) or error}", err=True)
+    except OSError:
+        pass
+    sys.exit(1)
+
+
+class _Main(click.Group):
+    """The command group; a failed write of the output, anywhere in a command, is one line and exit 1."""
+
+    def invoke(self, ctx: click.Context):
+        from helm_nemo.actions.process import OUTPUT_ERRNOS, OutputError
+
+        try:
+            return super().invoke(ctx)
+        except OutputError as err:
+            _output_failed(err)
+        except OSError as err:
+            if err.errno in OUTPUT_ERRNOS:
+                _output_failed(err)
+            raise
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, "--version", prog_name="helm-nemo")
 @click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks.")
 @click.pass_context
@@ -192,9 +255,22 @@ def version() -> None:
     click.echo(__version__)
 
 
+def _values_options(func):
+    """-f/--values (several merge like helm's), --root, --show-secrets: every command that reads values."""
+    func = click.option("-f", "--values", "values_files", required=True, multiple=True,
+                        type=click.Path(dir_okay=False, allow_dash=True),
+                        help="Values or recipe file; several merge as helm merges them (later wins); - reads stdin.")(func)
+    func = click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,
+                        help="Folder that paths in the values (files:, a chart: folder) must stay inside "
+                             "(default: the values file's folder).")(func)
+    func = click.option("--show-secrets", is_flag=True,
+                        help="Print values taken from the environment instead of *** in messages and helm's output "
+                             "(--target slurm: write secret values into the script in clear).")(func)
+    return func
+
+
 def _release_options(func):
-    func = click.option("-f", "--values", "values_file", required=True, type=click.Path(dir_okay=False),
-                        help="Values or recipe file.")(func)
+    func = _values_options(func)
     func = click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")(func)
     func = click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")(func)
     func = click.option("--chart-repo", default=None, metavar="oci://HOST/PATH",
@@ -212,11 +288,12 @@ def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | 
     return value
 
 
-def _plans(values_file: str, release: str | None, chart: str | None, chart_version: str | None,
-           chart_repo: str | None = None):
+def _plans(values_files, release: str | None, chart: str | None, chart_version: str | None,
+           chart_repo: str | None = None, root: str | None = None):
     from helm_nemo.values.plan import build_plans
 
-    plans = build_plans(values_file, release=release, chart=chart, version=chart_version, chart_repo=chart_repo)
+    plans = build_plans(list(values_files), release=release, chart=chart, version=chart_version,
+                        chart_repo=chart_repo, root=root)
     if chart_version:
         for plan in plans:
             plan.chart_version = chart_version
@@ -248,34 +325,60 @@ def _target_option(func):
                         help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).")(func)
 
 
-def _release_command(body):
-    """A release command's frame: build the plans, run `body(plans, extra, **options)`, exit with its code.
+def _release_command(body=None, *, names_only: bool = False):
+    """A release command's frame: build the plans (`names_only`: just the release names, what uninstall
+    needs), run `body(plans, extra, **options)`, exit with its code.
 
-    Errors become exit codes here only: user errors 2 (one screen, nothing sent to helm), others 1.
+    Everything printed from here on masks the values taken from the environment (--show-secrets prints
+    them); SIGINT/SIGTERM are passed on to helm (actions/process.py). Errors become exit codes here only:
+    user errors 2 (one screen, nothing sent to helm), signals 130/143, others 1.
     """
+    if body is None:
+        return functools.partial(_release_command, names_only=names_only)
 
     @functools.wraps(body)
     @click.pass_context
-    def command(ctx, values_file, chart, chart_version, chart_repo, namespace, release, **options):
-        try:
-            plans = _plans(values_file, release, chart, chart_version, chart_repo)
-            from helm_nemo.timings import mark
+    def command(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
+        from helm_nemo import secrets
+        from helm_nemo.actions.process import forwarding_signals
 
-            mark("values: load, substitute, schema")
-            sys.exit(body(plans, _extra(ctx, namespace), **options))
-        except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
-            _fail(err)
+        with secrets.collecting(show=show_secrets), forwarding_signals():
+            try:
+                if names_only and options.get("target", "kubernetes") == "kubernetes":
+                    from helm_nemo.values.plan import release_names
+
+                    plans = release_names(list(values_files), release=release)
+                else:
+                    plans = _plans(values_files, release, chart, chart_version, chart_repo, root)
+                from helm_nemo.timings import mark
+
+                mark("values: load, substitute, schema")
+                code = body(plans, _extra(ctx, namespace), **options)
+            except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+                _fail(err)
+        sys.exit(code)
 
     return command
+
+
+def _validated(plans, helm, extra, skip: bool, *, upgrade: bool = False) -> int:
+    """install/upgrade: render and validate every release before the first is sent (0: go on)."""
+    if skip:
+        return 0
+    from helm_nemo.actions import releases
+    from helm_nemo.actions.lint import preflight
+
+    for plan in plans:  # validate exactly what is installed (an upgrade keeps the installed stamp)
+        releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
+    return preflight(plans, helm, extra, echo=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
 @_target_option
-@click.option("--show-secrets", is_flag=True, help="--target slurm: write secret values into the script in clear.")
 @_release_command
-def template(plans, extra, skip_manifest_validation, target, show_secrets):
+def template(plans, extra, skip_manifest_validation, target):
     """Render the release(s) of a values or recipe file with helm template (validated before printing);
     with --target slurm, print the sbatch script instead."""
     from helm_nemo.actions import releases
@@ -283,17 +386,18 @@ def template(plans, extra, skip_manifest_validation, target, show_secrets):
     if target == "slurm":
         from helm_nemo.targets import slurm_cli
 
-        return slurm_cli.template(plans, extra, show_secrets=show_secrets)
+        from helm_nemo import secrets
+
+        return slurm_cli.template(plans, extra, show_secrets=not secrets.masking())  # --show-secrets
 
     check = prepare = None
     if not skip_manifest_validation:
-        from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags, warm_validators
+        from helm_nemo.actions.lint import SKIP_HINT, check_recipe, kube_version_from_flags, warm_validators
 
         kube = kube_version_from_flags(extra)
-        echo = lambda line: click.echo(line, err=True)  # noqa: E731
-        check = lambda plan, text: check_rendered(plan, text, kube_version=kube, echo=echo, hint=SKIP_HINT)  # noqa: E731
+        check = lambda rendered: check_recipe(rendered, kube_version=kube, echo=_say, hint=SKIP_HINT)  # noqa: E731
         prepare = lambda: warm_validators(plans, kube)  # noqa: E731
-    return releases.template(plans, _helm(), extra, check=check, prepare=prepare)
+    return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -312,15 +416,7 @@ def install(plans, extra, skip_manifest_validation, target):
         return slurm_cli.install(plans, extra)
 
     helm = _helm()
-    if not skip_manifest_validation:
-        from helm_nemo.actions.lint import preflight
-
-        for plan in plans:
-            releases.stamp_job_time(plan)  # validate exactly what is installed
-        code = preflight(plans, helm, extra, echo=lambda line: click.echo(line, err=True))
-        if code:
-            return code
-    return releases.install(plans, helm, extra)
+    return _validated(plans, helm, extra, skip_manifest_validation) or releases.install(plans, helm, extra, echo=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -338,7 +434,7 @@ def lint(plans, extra, kube_version):
     resolve_kube_version(kube)  # a bad version fails before anything is rendered
     if kube_version:
         extra = ["--kube-version", kube_version] + extra
-    return lint_plans(plans, _helm(), extra, kube_version=kube, echo=click.echo, err=lambda line: click.echo(line, err=True))
+    return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -346,41 +442,33 @@ def lint(plans, extra, kube_version):
 @click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")
 @click.option("--diff", "show_diff", is_flag=True,
               help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")
+@_skip_validation_option
 @_release_command
-def upgrade(plans, extra, install_missing, show_diff):
-    """Upgrade the release(s) of a values or recipe file, in order (an installed release keeps its job timestamp)."""
+def upgrade(plans, extra, install_missing, show_diff, skip_manifest_validation):
+    """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
+    installed release keeps its job timestamp)."""
+    from helm_nemo import secrets
     from helm_nemo.actions import releases
 
     helm = _helm()
     if show_diff:
-        code = _print_diff(plans, helm, extra, plans[0].source, output="text", no_color=False, show_secrets=False,
-                           validate=True)
+        code = _print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
+                           show_secrets=not secrets.masking(), validate=not skip_manifest_validation)
         if code == 2:
-            click.echo("helm nemo: nothing was upgraded", err=True)
+            _say("helm nemo: nothing was upgraded")
             return code
-    return releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing)
+    return _validated(plans, helm, extra, skip_manifest_validation, upgrade=True) or \
+        releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
 
 
-def _masked(values_file: str, text: str, show_secrets: bool) -> str:
-    """A message with the file's secret-looking variables masked (when they can be read: a schema error comes
-    after substitution)."""
-    from helm_nemo.actions.diff import environment_secrets
-    from helm_nemo.diff.report import Masker
-
-    try:
-        return Masker(environment_secrets(values_file), enabled=not show_secrets).text(text)
-    except Exception:  # noqa: BLE001 - the file did not substitute: nothing of it was substituted either
-        return text
-
-
-def _print_diff(plans, helm, extra, values_file, *, output, no_color, show_secrets, validate) -> int:
+def _print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:
     from helm_nemo.actions import diff as diffing
     from helm_nemo.diff.report import Masker
 
     color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
-    masker = Masker(diffing.environment_secrets(str(values_file)), enabled=not show_secrets)
+    masker = Masker(diffing.environment_secrets(values_files), enabled=not show_secrets)
     return diffing.run(plans, helm, extra, masker=masker, output=output, color=color, validate=validate,
-                       out=lambda text: click.echo(text, color=color), err=lambda line: click.echo(line, err=True))
+                       out=lambda text: click.echo(text, color=color), err=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -389,46 +477,46 @@ def _print_diff(plans, helm, extra, values_file, *, output, no_color, show_secre
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: one block per object; json: one document for machines.")
 @click.option("--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")
-@click.option("--show-secrets", is_flag=True, help="Print values of TOKEN/PASSWORD/SECRET/KEY variables instead of ***.")
 @click.pass_context
-def diff(ctx, values_file, chart, chart_version, chart_repo, namespace, release, skip_manifest_validation, output,
-         no_color, show_secrets):
+def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release,
+         skip_manifest_validation, output, no_color):
     """Show what install/upgrade would change: each release's installed manifest (none: not installed) against
     what would be sent now, object by object, field by field. Exit 0 no difference, 1 differences, 2 trouble."""
+    from helm_nemo import secrets
     from helm_nemo.user_errors import UserError
 
-    try:
-        plans = _plans(values_file, release, chart, chart_version, chart_repo)
-        code = _print_diff(plans, _helm(), _extra(ctx, namespace), values_file, output=output, no_color=no_color,
-                           show_secrets=show_secrets, validate=not skip_manifest_validation)
-    except UserError as err:
-        if _debug():
-            raise
-        click.echo(_masked(values_file, err.format(), show_secrets), err=True)
-        click.echo("Nothing was sent to helm.", err=True)
-        code = 2
-    except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")
-        if _debug():
-            raise
-        click.echo(f"helm nemo diff: {err}", err=True)
-        code = 2
+    with secrets.collecting(show=show_secrets):
+        try:
+            plans = _plans(values_files, release, chart, chart_version, chart_repo, root)
+            code = _print_diff(plans, _helm(), _extra(ctx, namespace), list(values_files), output=output,
+                               no_color=no_color, show_secrets=show_secrets, validate=not skip_manifest_validation)
+        except UserError as err:
+            if _debug():
+                _say(_traceback(err))
+            else:
+                _say(err.format())
+            _say("Nothing was sent to helm.")
+            code = 2
+        except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")
+            _say(_traceback(err) if _debug() else f"helm nemo diff: {err}")
+            code = 2
     sys.exit(code)
 
 
 @main.command(context_settings=PASSTHROUGH)
 @_release_options
 @_target_option
-@_release_command
+@_release_command(names_only=True)
 def uninstall(plans, extra, target):
-    """Uninstall the release(s) of a values or recipe file, in reverse order; with --target slurm, scancel
-    the releases' queued and running jobs."""
+    """Uninstall the release(s) of a values or recipe file, in reverse order (only their names are read); with
+    --target slurm, scancel the releases' queued and running jobs."""
     from helm_nemo.actions import releases
 
     if target == "slurm":
         from helm_nemo.targets import slurm_cli
 
         return slurm_cli.uninstall(plans, extra)
-    return releases.uninstall(plans, _helm(), extra)
+    return releases.uninstall(plans, _helm(), extra, echo=_say)
 
 
 @main.command(context_settings=PASSTHROUGH)
@@ -444,28 +532,31 @@ def status(plans, extra, target):
 
 
 @main.command()
-@click.option("-f", "--values", "values_file", required=True, type=click.Path(dir_okay=False))
+@_values_options
 @click.option("--chart", default=None)
 @click.argument("release", required=False)
 @_target_option
-def validate(values_file, chart, release, target):
+def validate(values_files, root, show_secrets, chart, release, target):
     """Check a values or recipe file (substitution, files, schema) without calling helm; with --target slurm,
     also the slurm: section and everything the Slurm job needs."""
-    try:
-        plans = _plans(values_file, release, chart, None)
-        if target == "slurm":
-            from helm_nemo.targets import slurm_cli
+    from helm_nemo import secrets
 
-            for job in slurm_cli.jobs_of(plans):
-                click.echo(f"ok: {job.release} -> Slurm job {job.job_name}")
+    with secrets.collecting(show=show_secrets):
+        try:
+            plans = _plans(values_files, release, chart, None, root=root)
+            if target == "slurm":
+                from helm_nemo.targets import slurm_cli
+
+                for job in slurm_cli.jobs_of(plans, echo=_say):
+                    _out(f"ok: {job.release} -> Slurm job {job.job_name}")
+                return
+        except Exception as err:  # noqa: BLE001
+            _fail(err)
             return
-    except Exception as err:  # noqa: BLE001
-        _fail(err)
-        return
-    for plan in plans:
-        for warning in plan.warnings:
-            click.echo(f"warning: {warning}", err=True)
-        click.echo(f"ok: {plan.release} -> {plan.chart}")
+        for plan in plans:
+            for warning in plan.warnings:
+                _say(f"warning: {warning}")
+            _out(f"ok: {plan.release} -> {plan.chart}")
 
 
 @main.command()

@@ -17,7 +17,22 @@ ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", 
                "x-helm-nemo-legacy", "$comment"}
 KEYWORDS = {"$ref", "type", "enum", "const", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
             "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "required", "properties",
-            "additionalProperties", "propertyNames", "items", "anyOf", "oneOf", "allOf", "not"}
+            "additionalProperties", "propertyNames", "items", "anyOf", "oneOf", "allOf", "not", "format"}
+# `format` as Kubernetes' OpenAPI uses it for numbers (the only formats checked; others are annotations,
+# as draft-07 leaves them): the range a Go int32 / int64 field holds.
+INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def format_error(value: Any, fmt: Any) -> str | None:
+    """Why a number does not fit `format` (int32/int64), or None."""
+    bounds = INTEGER_FORMATS.get(fmt) if isinstance(fmt, str) else None
+    if bounds is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value} is not a whole number ({fmt})"
+    if not bounds[0] <= value <= bounds[1]:
+        return f"{_show(value)} does not fit {fmt} ({bounds[0]} to {bounds[1]})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -95,7 +110,13 @@ def whole_string_jsonschema(cls):
                 if pattern_regex(regex).search(key):
                     yield from validator.descend(item, subschema, path=key, schema_path=regex)
 
-    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties})
+    def integer_format(validator, value, instance, _schema):
+        message = format_error(instance, value)
+        if message:
+            yield ValidationError(message)
+
+    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties,
+                                   "format": integer_format})
 
 
 def _type_ok(value: Any, kind: str) -> bool:
@@ -181,6 +202,8 @@ class Validator:
                 yield err("exclusiveMinimum", f"{value} is less than or equal to {schema['exclusiveMinimum']}")
             if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
                 yield err("exclusiveMaximum", f"{value} is greater than or equal to {schema['exclusiveMaximum']}")
+            if "format" in schema and format_error(value, schema["format"]):
+                yield err("format", format_error(value, schema["format"]))
             if "multipleOf" in schema:
                 quotient = value / schema["multipleOf"]
                 if quotient != int(quotient):

@@ -122,6 +122,12 @@ def note(value: Any) -> None:
         masker.add(value)
 
 
+def masking() -> bool:
+    """True inside a `collecting` block that masks (not --show-secrets)."""
+    masker = _ACTIVE.get()
+    return masker is not None and masker.enabled
+
+
 def mask(text: str) -> str:
     """`text` masked by the active `collecting` block's masker (unchanged outside one)."""
     masker = _ACTIVE.get()

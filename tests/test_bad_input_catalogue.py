@@ -1,17 +1,24 @@
-"""A catalogue of bad inputs: each is rejected with the right file:line:col, JSON path and message.
+"""A catalogue of bad inputs: each is rejected with the right exit code, file:line:col, JSON path and message,
+and helm is never asked to install anything.
 
-Every case is data (values file text, optional extra files, env and --chart) and is checked twice:
-`build_plans` raises UserError holding the expected problem at the expected place, and the real CLI
-(`helm-nemo validate --values FILE`, in a subprocess with a controlled environment) exits 2, prints the
-same `file:line:col: $.path: message` line and never a traceback. The CLI runs of all selected cases
-start together (a small thread pool) so the whole file stays fast.
+Every case is data (values file text, optional extra files, env, command-line arguments) and is checked
+twice: the library (`build_plans`, or `release_names` for uninstall) raises UserError holding the expected
+problem at the expected place, and the real CLI (`helm-nemo install --values FILE` by default, in a
+subprocess with a controlled environment) exits with the expected code, prints the same
+`file:line:col: $.path: message` line (or, for rendered manifests, `  $.path: message [check]`) and never
+a traceback. HELM_BIN is a logging stand-in: for a values error helm is never run at all; where a case
+needs a render, `template` goes to the real Helm 3 and `install`/`upgrade`/`uninstall` are never called.
+A value that came from the environment (the canary `CANARY`) never appears in the output. The CLI runs
+of all selected cases start together (a small thread pool) so the whole file stays fast.
 
-A known defect would be a strict xfail case stating the behaviour a user needs (the nine the catalogue
-found first are fixed and are ordinary cases now, at the end of the list).
+Categories (issue 16 added everything from "substitution scope" on): YAML syntax, duplicate keys, types,
+schema keywords, DNS names, quantities, charts/accelerators/releases, files, variables, recipes, then
+substitution scope, paths, secrets, patterns, helm semantics, validation gaps, limits, processes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,13 +29,27 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.values.plan import build_plans
+from helm_nemo.values.plan import build_plans, release_names
 from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 A3ULTRA_JOBSET = str(ROOT / "charts/a3ultra/jobset")
+HELM3 = Path(os.environ.get("HELM3", ROOT / ".tools/helm3/helm"))
 DIRECTORY = object()  # an extra "file" that is a directory
+FIFO = object()  # an extra "file" that is a named pipe (reading it would wait forever)
 MISSING = None  # a values file that is not created
+
+
+@dataclass(frozen=True)
+class Link:
+    """An extra "file" that is a symlink to `target` (relative to the case folder, or absolute)."""
+
+    target: str
+
+
+# The canary: a value only the environment holds. It breaks every rule a value can break (upper case, `!`,
+# `#`, longer than 20), so each error path that could print it is driven with it.
+CANARY = "C4N4RY!s3cr3t#7f3a91b2q"
 
 # The valid base: lines 1-6.
 HEAD = "accelerator: a3ultra\nchart: jobset\nrelease: r1\n"
@@ -51,15 +72,30 @@ class Case:
     text: str | bytes | None  # values file content; None: the file does not exist
     loc: str | None  # "line:col" of the problem; None: the file as a whole (no line)
     path: str  # JSON path of the problem
-    message: str  # a fragment of its message
+    message: str  # a fragment of its message (as the library says it)
     expected: str | None = None  # a fragment of its `expected:` line
     hint: str | None = None  # a fragment of its `hint:` line
     env: dict = field(default_factory=dict)
-    files: dict = field(default_factory=dict)  # relative path -> str | bytes | DIRECTORY
+    files: dict = field(default_factory=dict)  # relative path -> str | bytes | DIRECTORY | FIFO | Link
     chart: str | None = None  # --chart
     values_name: str = "values.yaml"
     also: tuple = ()
     count: int | None = None  # exact number of problems, when it matters
+    more: tuple = ()  # further -f files (names in `files`), merged after the first
+    release: str | None = None  # RELEASE on the command line
+    root: str | None = None  # --root, relative to the case folder
+    in_file: str | None = None  # the file the problem is in (a name in `files`, "<stdin>", "command line")
+    command: str = "install"
+    pre_args: tuple = ()  # before the command (--debug)
+    args: tuple = ()  # after the values (passed to helm unless ours)
+    stdin: str | None = None  # the values on stdin (values_name "-")
+    exit: int = EXIT_USER_ERROR
+    helm: str = "never"  # never: not run at all; render: template by the real helm; empty; garbage
+    cli: str | None = None  # the message as the CLI prints it, when it differs (a masked value)
+    library: bool = True  # also ask the library (False: behaviour of the command line only)
+    manifest: bool = False  # the problem is in the rendered manifests
+    stdout_to: str | None = None  # a file the CLI's stdout goes to (/dev/full)
+    debug: bool = False  # --debug: a traceback is expected (masked)
 
 
 def recipe(*releases: str, head: str = "recipe: demo\n") -> str:
@@ -137,9 +173,11 @@ CASES: list = [
     Case("string-for-int", HEAD + "workload:\n  gpus: \"16\"\n  image: img:1\n", "5:3", "$.workload.gpus",
          "'16' is not of type 'integer'", expected="integer"),
     Case("substituted-number-stays-string", HEAD + "workload:\n  gpus: ${GPUS}\n  image: img:1\n", "5:3",
-         "$.workload.gpus", "'16' is not of type 'integer'", env={"GPUS": "16"}),
+         "$.workload.gpus", "'16' is not of type 'integer'", env={"GPUS": "16"},
+         cli="'***' is not of type 'integer'"),
     Case("substituted-yes-stays-string", BASE + "network:\n  hostNetwork: ${HOSTNET}\n", "8:3",
-         "$.network.hostNetwork", "'yes' is not of type 'boolean', 'null'", env={"HOSTNET": "yes"}),
+         "$.network.hostNetwork", "'yes' is not of type 'boolean', 'null'", env={"HOSTNET": "yes"},
+         cli="'***' is not of type 'boolean', 'null'"),
     Case("int-for-string", HEAD + "workload:\n  gpus: 16\n  image: 5\n", "6:3", "$.workload.image",
          "5 is not of type 'string'"),
     Case("list-for-map", HEAD + "workload:\n  - gpus: 16\n", "4:1", "$.workload", "is not of type 'object'"),
@@ -176,9 +214,9 @@ CASES: list = [
          "2 is not valid here", expected="maximum 1"),
     # --- DNS names -----------------------------------------------------------------------------
     Case("release-not-dns-label", HEAD.replace("r1", "Bad_Name") + WORKLOAD, "3:1", "$.release",
-         "'Bad_Name' does not match", hint="DNS-1123"),
-    Case("release-too-long", HEAD.replace("r1", "r" * 54) + WORKLOAD, "3:1", "$.release", "is too long",
-         expected="maxLength 53"),
+         "release name 'Bad_Name' (from the values) is not a DNS-1123 label", hint="helm refuses it"),
+    Case("release-too-long", HEAD.replace("r1", "r" * 54) + WORKLOAD, "3:1", "$.release",
+         "is 54 characters, more than 53"),
     Case("queue-uppercase", BASE + "queue: Bad_Queue\n", "7:1", "$.queue", "'Bad_Queue' does not match"),
     Case("service-account-not-dns", BASE + "  serviceAccountName: Bad_SA\n", "7:3", "$.workload.serviceAccountName",
          '"Bad_SA" is not valid here'),
@@ -296,7 +334,8 @@ CASES: list = [
                       recipe(release("a"), release("b", accelerator="h100")), "10:5", "$.releases[1].accelerator",
                       "no 'jobset' chart for accelerator 'h100'"),
     Case("recipe-release-level-name-location",
-                      recipe(release("Bad_Name")), "3:5", "$.release", "'Bad_Name' does not match"),
+                      recipe(release("Bad_Name")), "3:5", "$.release",
+                      "release name 'Bad_Name' (from the values) is not a DNS-1123 label"),
     Case("files-not-a-mapping", BASE + "files: launch.sh\n", "7:1", "$.files",
                       "is not of type 'object', 'null'"),
     Case("files-path-not-a-string", BASE + "files:\n  workload_launcher: 5\n", "8:3",
@@ -313,6 +352,275 @@ CASES: list = [
                                                                   "    accelerator: a3ultra\n    values:\n"
                                                                   "      workload: {gpus: 16, image: 'img:1'}\n"),
                       "3:5", "$.release", "is not of type 'string', 'null'"),
+    # === issue 16 ================================================================================
+    # --- substitution scope: a pod env name also set locally is ambiguous ---------------------------
+    Case("scope-pod-env-also-set-locally",
+         BASE + "  arguments:\n    - --token=${HF_TOKEN}\n  envs:\n    - name: HF_TOKEN\n      value: x\n", "8:7",
+         "$.workload.arguments[0]", "${HF_TOKEN} is ambiguous: HF_TOKEN is an env var the values define for the pod",
+         hint="$${HF_TOKEN}", env={"HF_TOKEN": "hf_local_value"}),
+    Case("scope-nccl-setting-also-set-locally",
+         BASE + "  arguments: ['--x=${NCCL_DEBUG}']\nnetwork:\n  ncclSettings:\n    - name: NCCL_DEBUG\n"
+         "      value: INFO\n", "7:15", "$.workload.arguments[0]",
+         "${NCCL_DEBUG} is ambiguous: NCCL_DEBUG is an env var the values define for the pod "
+         "($.network.ncclSettings[0], line 10)", env={"NCCL_DEBUG": "WARN"}),
+    Case("scope-clash-in-a-recipe-release",
+         recipe(release("a", "      workload:\n        gpus: 16\n        image: 'img:1'\n"
+                             "        arguments: ['${MY_VAR}']\n        envs: [{name: MY_VAR, value: v}]\n")),
+         "10:21", "$.releases[0].values.workload.arguments[0]", "${MY_VAR} is ambiguous", env={"MY_VAR": "1"}),
+    Case("scope-clash-with-a-default", BASE + "  arguments:\n    - ${LOG_DIR:-/tmp}\n  envs:\n    - name: LOG_DIR\n"
+         "      value: /logs\n", "8:7", "$.workload.arguments[0]", "${LOG_DIR} is ambiguous", env={"LOG_DIR": "/x"}),
+    Case("scope-self-reference-unset", BASE + "  envs:\n    - name: HF_TOKEN\n      value: ${HF_TOKEN}\n", "9:7",
+         "$.workload.envs[0].value", "variable HF_TOKEN is not set"),
+    Case("scope-clash-every-reference", BASE + "  arguments:\n    - ${A_NAME}\n    - ${A_NAME}/x\n  envs:\n"
+         "    - name: A_NAME\n      value: v\n", "8:7", "$.workload.arguments[0]", "${A_NAME} is ambiguous",
+         env={"A_NAME": "x"}, also=(Also("9:7", "$.workload.arguments[1]", "${A_NAME} is ambiguous"),), count=2),
+    Case("scope-clash-in-another-env-value", BASE + "  envs:\n    - name: A_NAME\n      value: v\n    - name: B\n"
+         "      value: ${A_NAME}\n", "11:7", "$.workload.envs[1].value", "${A_NAME} is ambiguous", env={"A_NAME": "x"}),
+    # --- paths: inside the values file's folder (or --root), regular files, size caps -------------------
+    Case("files-absolute", BASE + "files:\n  workload_launcher: /etc/passwd\n", "8:3", "$.files.workload_launcher",
+         "file '/etc/passwd' is absolute", hint="--root"),
+    Case("files-home", BASE + "files:\n  workload_launcher: ~/.ssh/id_rsa\n", "8:3", "$.files.workload_launcher",
+         "file '~/.ssh/id_rsa' is absolute"),
+    Case("files-dotdot", BASE + "files:\n  workload_launcher: ../outside.sh\n", "8:3", "$.files.workload_launcher",
+         "file '../outside.sh' leads outside"),
+    Case("files-deep-dotdot", BASE + "files:\n  workload_config: ../../../../../../../../etc/passwd\n", "8:3",
+         "$.files.workload_config", "leads outside"),
+    Case("files-in-and-out", BASE + "files:\n  workload_launcher: sub/../../x.sh\n", "8:3",
+         "$.files.workload_launcher", "leads outside", files={"sub": DIRECTORY}),
+    Case("files-symlink-out", BASE + "files:\n  workload_launcher: l.sh\n", "8:3", "$.files.workload_launcher",
+         "'l.sh' is a symlink (or goes through one) leading outside", files={"l.sh": Link("/etc/hostname")}),
+    Case("files-through-a-symlinked-folder", BASE + "files:\n  workload_launcher: etc/hostname\n", "8:3",
+         "$.files.workload_launcher", "is a symlink (or goes through one) leading outside", files={"etc": Link("/etc")}),
+    Case("files-symlink-to-dev-zero", BASE + "files:\n  workload_config: z\n", "8:3", "$.files.workload_config",
+         "leading outside", files={"z": Link("/dev/zero")}),
+    Case("files-fifo", BASE + "files:\n  workload_launcher: pipe.sh\n", "8:3", "$.files.workload_launcher",
+         "cannot read 'pipe.sh': it is a FIFO, not a regular file", files={"pipe.sh": FIFO}),
+    Case("files-dev-zero-inside-the-root", BASE + "files:\n  workload_config: ../../../../../../../../../dev/zero\n",
+         "8:3", "$.files.workload_config", "it is a character device, not a regular file", root="/"),
+    Case("files-dev-null-inside-the-root", BASE + "files:\n  workload_config: ../../../../../../../../../dev/null\n",
+         "8:3", "$.files.workload_config", "it is a character device", root="/"),
+    Case("files-too-large", BASE + "files:\n  workload_config: big.yaml\n", "8:3", "$.files.workload_config",
+         "cannot read 'big.yaml': it is 1048577 bytes, more than the 1024 KiB", files={"big.yaml": "x" * (2**20 + 1)}),
+    Case("files-together-too-large",
+         BASE + "files:\n  workload_launcher: a\n  workload_config: b\n  c1: c\n  c2: d\n  c3: e\n", "12:3",
+         "$.files.c3", "would take the files of this run over 4 MiB together",
+         files={name: "x" * (900 * 1024) for name in "abcde"}),
+    Case("files-outside-a-root", BASE + "files:\n  workload_launcher: ../../launch.sh\n", "8:3",
+         "$.files.workload_launcher", "leads outside", values_name="sub/values.yaml", root="."),
+    Case("files-missing-in-a-second-values-file", BASE, "2:3", "$.files.workload_launcher", "file 'gone.sh' not found",
+         files={"b.yaml": "files:\n  workload_launcher: gone.sh\n"}, more=("b.yaml",), in_file="b.yaml"),
+    Case("chart-absolute-path", HEAD.replace("chart: jobset", "chart: /tmp/chart") + WORKLOAD, "2:1", "$.chart",
+         "chart folder '/tmp/chart' is absolute"),
+    Case("chart-dotdot", HEAD.replace("chart: jobset", "chart: ../../charts/a3ultra/jobset") + WORKLOAD, "2:1",
+         "$.chart", "leads outside"),
+    Case("chart-symlink-out", HEAD.replace("chart: jobset", "chart: ./mychart") + WORKLOAD, "2:1", "$.chart",
+         "is a symlink (or goes through one) leading outside", files={"mychart": Link(A3ULTRA_JOBSET)}),
+    Case("chart-folder-without-chart-yaml", HEAD.replace("chart: jobset", "chart: ./mychart") + WORKLOAD, "2:1",
+         "$.chart", "chart folder './mychart' has no Chart.yaml", files={"mychart": DIRECTORY}),
+    Case("chart-not-a-kind", HEAD.replace("chart: jobset", "chart: Job Set") + WORKLOAD, "2:1", "$.chart",
+         "chart 'Job Set' is neither a chart kind nor a folder path"),
+    Case("chart-kind-with-dots", HEAD.replace("chart: jobset", "chart: jobset..") + WORKLOAD, "2:1", "$.chart",
+         "is neither a chart kind"),
+    Case("recipe-release-chart-escapes",
+         recipe(release("a", chart="../../../etc")), "4:5", "$.releases[0].chart", "leads outside"),
+    # --- secrets: a value from the environment is never printed (the canary) --------------------------
+    Case("secret-in-a-pattern-error", BASE + "queue: ${HN_TOKEN}\n", "7:1", "$.queue", f"'{CANARY}' does not match",
+         env={"HN_TOKEN": CANARY}, cli="'***' does not match"),
+    Case("secret-in-a-maxlength-error", BASE + "  nameSuffix: ${HN_TOKEN}\n", "7:3", "$.workload.nameSuffix",
+         "is too long", env={"HN_TOKEN": CANARY}, cli="'***' is too long"),
+    Case("secret-in-a-type-error", HEAD + "workload:\n  gpus: ${HN_TOKEN}\n  image: img:1\n", "5:3", "$.workload.gpus",
+         "is not of type 'integer'", env={"HN_TOKEN": CANARY}, cli="'***' is not of type 'integer'"),
+    Case("secret-in-a-label-value", BASE + "  labels:\n    team: ${HN_TOKEN}\n", "8:5", "$.workload.labels.team",
+         "label value", env={"HN_TOKEN": CANARY}, cli="label value '***' must be"),
+    Case("secret-in-a-node-selector", BASE + "nodeSelector:\n  pool: ${HN_TOKEN}\n", "8:3", "$.nodeSelector.pool",
+         "nodeSelector value", env={"HN_TOKEN": CANARY}, cli="nodeSelector value '***' must be"),
+    Case("secret-as-release-name", HEAD.replace("r1", "${HN_TOKEN}") + WORKLOAD, "3:1", "$.release",
+         "is not a DNS-1123 label", env={"HN_TOKEN": CANARY}, cli="release name '***' (from the values)"),
+    Case("secret-as-chart", HEAD.replace("chart: jobset", "chart: ${HN_TOKEN}") + WORKLOAD, "2:1", "$.chart",
+         "is neither a chart kind", env={"HN_TOKEN": CANARY}, cli="chart '***' is neither"),
+    Case("secret-as-accelerator", HEAD.replace("a3ultra", "${HN_TOKEN}") + WORKLOAD, "1:1", "$.accelerator",
+         "no 'jobset' chart for accelerator", env={"HN_TOKEN": CANARY}, cli="accelerator '***'"),
+    Case("secret-as-a-files-path", BASE + "files:\n  workload_launcher: ${HN_TOKEN}\n", "8:3",
+         "$.files.workload_launcher", "not found", env={"HN_TOKEN": CANARY}, cli="file '***' not found"),
+    Case("secret-in-an-absolute-files-path", BASE + "files:\n  workload_launcher: /tmp/${HN_TOKEN}\n", "8:3",
+         "$.files.workload_launcher", "is absolute", env={"HN_TOKEN": CANARY}, cli="file '/tmp/***' is absolute"),
+    Case("secret-in-a-bucket-url", BASE + "gcsDownload:\n  source: s3://${HN_TOKEN}\n", "8:3", "$.gcsDownload.source",
+         "does not match '^gs://'", env={"HN_TOKEN": CANARY}, cli="'s3://***' does not match"),
+    Case("secret-as-an-env-name", BASE + "  envs:\n    - name: ${HN_TOKEN}\n", "8:7", "$.workload.envs[0].name",
+         "does not match", env={"HN_TOKEN": CANARY}, cli="'***' does not match"),
+    Case("secret-in-an-image", HEAD + "workload:\n  gpus: 16\n  image: ${HN_TOKEN} x\n", "6:3", "$.workload.image",
+         "does not match", env={"HN_TOKEN": CANARY}, cli="'*** x' does not match"),
+    Case("secret-with-debug-traceback", BASE + "queue: ${HN_TOKEN}\n", "7:1", "$.queue", "does not match",
+         env={"HN_TOKEN": CANARY}, cli="'***' does not match", pre_args=("--debug",), debug=True),
+    Case("secret-in-validate", BASE + "queue: ${HN_TOKEN}\n", "7:1", "$.queue", "does not match",
+         env={"HN_TOKEN": CANARY}, cli="'***' does not match", command="validate"),
+    Case("secret-in-lint", BASE + "queue: ${HN_TOKEN}\n", "7:1", "$.queue", "does not match",
+         env={"HN_TOKEN": CANARY}, cli="'***' does not match", command="lint"),
+    Case("secret-as-uninstalled-release", HEAD.replace("r1", "${HN_TOKEN}") + WORKLOAD, "3:1", "$.release",
+         "is not a DNS-1123 label", env={"HN_TOKEN": CANARY}, cli="release name '***'", command="uninstall"),
+    Case("secret-in-a-rendered-annotation", BASE + "queue: q\ntasSettings:\n  topologyRequest:\n"
+         "    gke-gcsfuse/memory-limit: ${HN_TOKEN}\n", None,
+         "$.spec.replicatedJobs[0].template.spec.template.metadata.annotations[\"gke-gcsfuse/memory-limit\"]",
+         "annotation gke-gcsfuse/memory-limit '***' is not a Kubernetes quantity", env={"HN_TOKEN": CANARY},
+         helm="render", library=False, manifest=True),
+    Case("secret-several-in-one-value", BASE + "queue: ${HN_A}-${HN_B}\n", "7:1", "$.queue", "does not match",
+         env={"HN_A": "Secret-One", "HN_B": "Secret#Two"}, cli="'***-***' does not match"),
+    # --- patterns match whole strings (no trailing newline) ------------------------------------------
+    Case("pattern-newline-queue", BASE + 'queue: "q1\\n"\n', "7:1", "$.queue", "does not match"),
+    Case("pattern-newline-claim-name", BASE + 'volumes:\n  pvcMounts:\n    - claimName: "c1\\n"\n      mountPath: /d\n',
+         "9:7", "$.volumes.pvcMounts[0].claimName", "does not match"),
+    Case("pattern-newline-subnetwork", BASE + 'network:\n  subnetworks: ["eth0\\n"]\n', "8:17",
+         "$.network.subnetworks[0]", "does not match"),
+    Case("pattern-newline-env-name", BASE + '  envs:\n    - name: "A\\n"\n', "8:7", "$.workload.envs[0].name",
+         "does not match"),
+    Case("pattern-newline-release", HEAD.replace("release: r1", 'release: "r1\\n"') + WORKLOAD, "3:1", "$.release",
+         "is not a DNS-1123 label"),
+    Case("pattern-newline-from-the-environment", BASE + "queue: ${HN_QUEUE}\n", "7:1", "$.queue", "does not match",
+         env={"HN_QUEUE": "queue-1\n"}, cli="'***' does not match"),
+    Case("pattern-newline-bucket", BASE + 'volumes:\n  gcsMounts:\n    - bucketName: "bucket\\n"\n      mountPath: /d\n',
+         "9:7", "$.volumes.gcsMounts[0].bucketName", "does not match"),
+    Case("pattern-newline-timestamp", BASE + '  jobTimestamp: "2026-01-01-00-00-00\\n"\n', "7:3",
+         "$.workload.jobTimestamp", "does not match"),
+    # --- helm semantics: several -f, -f -, release names, release-level conflicts, uninstall ------------
+    Case("values-error-in-the-second-file", BASE, "2:3", "$.workload.gpus", "430 is not valid here",
+         files={"b.yaml": "workload:\n  gpus: 430\n"}, more=("b.yaml",), in_file="b.yaml"),
+    Case("values-error-in-the-first-file-after-a-merge", BASE + "queue: Bad_Q\n", "7:1", "$.queue", "does not match",
+         files={"b.yaml": "workload:\n  gpus: 8\n"}, more=("b.yaml",)),
+    Case("values-list-replaced-by-the-second-file",
+         BASE + "volumes:\n  gcsMounts:\n    - bucketName: bkt\n      mountPath: /d\n", "3:7", "$.volumes.gcsMounts[0]",
+         "required key 'mountPath' is missing",
+         files={"b.yaml": "volumes:\n  gcsMounts:\n    - bucketName: other\n"}, more=("b.yaml",), in_file="b.yaml"),
+    Case("values-null-in-the-second-file", BASE, "1:1", "$.network", "null would remove the chart's default mapping",
+         files={"b.yaml": "network: null\n"}, more=("b.yaml",), in_file="b.yaml"),
+    Case("values-unknown-key-in-the-third-file", BASE, "1:1", "$.queu", "unknown key 'queu'",
+         files={"b.yaml": "queue: q\n", "c.yaml": "queu: q\n"}, more=("b.yaml", "c.yaml"), in_file="c.yaml"),
+    Case("values-recipe-merged-with-a-file", recipe(release("a")), "2:1", "$.releases",
+         "a recipe file (with `releases:`) cannot be merged", files={"b.yaml": "queue: q\n"}, more=("b.yaml",)),
+    Case("values-on-stdin", None, "7:1", "$.queue", "does not match", stdin=BASE + "queue: Bad_Q\n",
+         in_file="<stdin>", library=False),
+    Case("values-on-stdin-twice", None, None, "$", "stdin (-f -) can be read once only", stdin=BASE, more=("-",),
+         in_file="command line", library=False),
+    Case("release-on-the-command-line-not-dns", BASE, None, "$",
+         "release name 'Bad_Name' (from the command line) is not a DNS-1123 label", release="Bad_Name",
+         in_file="command line"),
+    Case("release-on-the-command-line-too-long", BASE, None, "$", "is 54 characters, more than 53", release="r" * 54,
+         in_file="command line"),
+    Case("release-on-the-command-line-with-a-dot", BASE, None, "$", "release name 'my.release'", release="my.release",
+         in_file="command line"),
+    Case("release-in-the-values-with-a-dot", HEAD.replace("r1", "my.release") + WORKLOAD, "3:1", "$.release",
+         "is not a DNS-1123 label"),
+    Case("recipe-accelerator-conflict",
+         recipe(release("a", "      accelerator: a4\n      workload: {gpus: 16, image: 'img:1'}\n")), "5:5",
+         "$.releases[0].accelerator", "accelerator 'a3ultra' conflicts with accelerator 'a4' in the release's values "
+         "(line 7)"),
+    Case("recipe-chart-conflict",
+         recipe(release("a", "      chart: nemo-training\n      workload: {gpus: 16, image: 'img:1'}\n")), "4:5",
+         "$.releases[0].chart", "chart 'jobset' conflicts with chart 'nemo-training'"),
+    Case("recipe-release-name-conflict",
+         recipe(release("a", "      release: b\n      workload: {gpus: 16, image: 'img:1'}\n")), "3:5",
+         "$.releases[0].release", "release 'a' conflicts with release 'b'"),
+    Case("uninstall-bad-release-name", HEAD.replace("r1", "Bad_Name") + WORKLOAD, "3:1", "$.release",
+         "is not a DNS-1123 label", command="uninstall"),
+    Case("uninstall-no-release-name", "accelerator: a3ultra\nchart: jobset\n" + WORKLOAD, "1:1", "$",
+         "no release name", command="uninstall"),
+    Case("uninstall-unset-variable-in-the-name", HEAD.replace("r1", "${RELEASE_NAME}") + WORKLOAD, "3:1", "$.release",
+         "variable RELEASE_NAME is not set", command="uninstall"),
+    Case("uninstall-recipe-conflict",
+         recipe(release("a", "      release: b\n      workload: {gpus: 16, image: '${IMAGE}'}\n")), "3:5",
+         "$.releases[0].release", "release 'a' conflicts with release 'b'", command="uninstall"),
+    Case("upgrade-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
+         "$.spec.replicatedJobs[0].template.spec.parallelism", "does not fit int32", command="upgrade",
+         helm="render", library=False, manifest=True),
+    Case("upgrade-install-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
+         "$.spec.replicatedJobs[0].template.spec.completions", "does not fit int32", command="upgrade",
+         args=("--install",), helm="render", library=False, manifest=True),
+    Case("chart-template-refuses-a-long-release-name", HEAD.replace("r1", "r" * 53) + WORKLOAD, None, "$",
+         "rendering release rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr for validation failed",
+         helm="render", exit=1, in_file="nothing was installed", library=False),
+    # --- validation gaps ------------------------------------------------------------------------------
+    Case("null-volumes", BASE + "volumes: null\n", "7:1", "$.volumes", "null would remove the chart's default mapping",
+         expected="a mapping", hint="leave the key out"),
+    Case("null-network", BASE + "network:\n", "7:1", "$.network", "null would remove the chart's default mapping"),
+    Case("null-nested-mapping", BASE + "tasSettings:\n  topologyRequest: ~\n", "8:3", "$.tasSettings.topologyRequest",
+         "null would remove the chart's default mapping"),
+    Case("null-in-a-recipe-release", recipe(release("a", "      volumes: null\n      workload: {gpus: 16, image: 'img:1'}\n")),
+         "7:7", "$.volumes", "null would remove the chart's default mapping"),
+    Case("label-key-invalid", BASE + "  labels:\n    'bad key!': x\n", "8:5", "$.workload.labels['bad key!']",
+         "label key"),
+    Case("label-value-too-long", BASE + "  labels:\n    team: " + "a" * 64 + "\n", "8:5", "$.workload.labels.team",
+         "label value"),
+    Case("label-value-from-the-environment", BASE + "  labels:\n    team: ${TEAM}\n", "8:5", "$.workload.labels.team",
+         "label value 'ML team' must be", env={"TEAM": "ML team"}, cli="label value '***' must be"),
+    Case("node-selector-value-with-a-space", BASE + "nodeSelector:\n  pool: gpu pool\n", "8:3", "$.nodeSelector.pool",
+         "nodeSelector value 'gpu pool' must be"),
+    Case("node-selector-key-invalid", BASE + "nodeSelector:\n  -pool: gpu\n", "8:3", "$.nodeSelector.-pool",
+         "nodeSelector key"),
+    Case("annotation-key-invalid", BASE + "  annotations:\n    'bad key': x\n", "8:5",
+         "$.workload.annotations['bad key']", "annotation key"),
+    Case("annotations-over-256-kib", BASE + "  annotations:\n    note: " + "x" * (256 * 1024) + "\n", "7:3",
+         "$.workload.annotations", "annotations are 262148 bytes together, more than the 256 KiB"),
+    Case("int32-parallelism", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
+         "$.spec.replicatedJobs[0].template.spec.parallelism", "2147483648 does not fit int32", helm="render",
+         library=False, manifest=True),
+    Case("configmap-over-1-mib", BASE + "files:\n  workload_config: c.yaml\n  workload_launcher: l.sh\n", None, "$",
+         "ConfigMap data is", files={"c.yaml": "x" * (2**20 - 8), "l.sh": "#!/bin/bash\n"}, helm="render",
+         library=False, manifest=True),
+    Case("recipe-same-pvc-twice",
+         "recipe: storage\nreleases:\n" + "".join(
+             f"  - release: {name}\n    chart: gcs-fuse\n    values:\n      gcsVolumes:\n"
+             "        - {name: gcs-data, type: data, bucketName: bkt}\n" for name in ("store-a", "store-b")),
+         None, "$.metadata.name", "'gcs-data-pvc' is also rendered by release store-a", helm="render", library=False,
+         manifest=True),
+    Case("recipe-same-pvc-twice-in-template",
+         "recipe: storage\nreleases:\n" + "".join(
+             f"  - release: {name}\n    chart: gcs-fuse\n    values:\n      gcsVolumes:\n"
+             "        - {name: gcs-data, type: data, bucketName: bkt}\n" for name in ("store-a", "store-b")),
+         None, "$.metadata.name", "also rendered by release store-a", command="template", helm="render",
+         library=False, manifest=True),
+    # --- limits: aliases, nesting, size ---------------------------------------------------------------
+    Case("limit-alias-bomb", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+         f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10)), "5:45", "$",
+         "more than 100000 values after expanding aliases"),
+    Case("limit-merge-key-bomb", "b0: &b0 {k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 1, k6: 1, k7: 1, k8: 1, k9: 1}\n" + "".join(
+         f"b{i}: &b{i}\n" + "".join(f"  x{j}: *b{i - 1}\n" for j in range(10)) for i in range(1, 8)), "39:7", "$",
+         "more than 100000 values after expanding aliases"),
+    Case("limit-deep-flow-nesting", "a: " + "[" * 150 + "]" * 150 + "\n", "1:103", "$",
+         "the values nest deeper than 100 levels"),
+    Case("limit-deep-block-nesting", "".join("  " * i + f"k{i}:\n" for i in range(150)) + "  " * 150 + "v\n", "101:201",
+         "$", "the values nest deeper than 100 levels"),
+    Case("limit-deep-through-an-alias", "deep: &d " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 45 + "*d" + "]" * 45 + "\n",
+         "2:49", "$", "the values nest deeper than 100 levels"),
+    Case("limit-wide-list", "a:\n" + "- 1\n" * 100_001, "99999:3", "$", "more than 100000 values"),
+    Case("limit-wide-mapping", "{" + ", ".join(f"k{i}: 1" for i in range(50_001)) + "}\n", "1:538889", "$",
+         "more than 100000 values"),
+    Case("limit-recursive-alias", "a: &a [1, *a]\n", "1:11", "$", "alias *a repeats the node it is inside of"),
+    Case("limit-file-over-4-mib", "a: |\n" + "  xxxxxxxxxxxxxx\n" * (4 * 2**20 // 17 + 10), None, "$",
+         "the values file is larger than 4 MiB"),
+    Case("limit-stdin-over-4-mib", None, None, "$", "the values file is larger than 4 MiB",
+         stdin="a: |\n" + "  xxxxxxxxxxxxxx\n" * (4 * 2**20 // 17 + 10), in_file="<stdin>", library=False),
+    # --- processes: what helm prints, where our output goes ---------------------------------------------
+    Case("helm-prints-nothing-for-template", BASE, None, "$", "helm template printed nothing for release r1",
+         command="template", helm="empty", exit=1, in_file="helm nemo", library=False),
+    Case("helm-prints-nothing-for-install", BASE, None, "$", "printed nothing for release r1", command="install",
+         helm="empty", exit=1, in_file="nothing was installed", library=False),
+    Case("helm-prints-nothing-for-lint", BASE, None, "$", "printed nothing for release r1", command="lint",
+         helm="empty", exit=1, in_file="helm nemo", library=False),
+    Case("helm-prints-nothing-for-upgrade", BASE, None, "$", "printed nothing for release r1", command="upgrade",
+         helm="empty", exit=1, in_file="nothing was installed", library=False),
+    Case("helm-prints-garbage-for-template", BASE, None, "$", "not YAML", command="template", helm="garbage",
+         library=False, manifest=True),
+    Case("helm-prints-garbage-for-install", BASE, None, "$", "not YAML", command="install", helm="garbage",
+         library=False, manifest=True),
+    Case("helm-prints-garbage-for-lint", BASE, None, "$", "not YAML", command="lint", helm="garbage",
+         library=False, manifest=True),
+    Case("output-to-a-full-disk-validate", BASE, None, "$", "cannot write the output: No space left on device",
+         command="validate", stdout_to="/dev/full", exit=1, in_file="helm nemo", library=False),
+    Case("output-to-a-full-disk-template", BASE, None, "$", "cannot write the output: No space left on device",
+         command="template", helm="render", stdout_to="/dev/full", exit=1, in_file="helm nemo", library=False),
+    Case("output-to-a-full-disk-lint", BASE, None, "$", "cannot write the output: No space left on device",
+         command="lint", helm="render", stdout_to="/dev/full", exit=1, in_file="helm nemo", library=False),
+    Case("debug-shows-the-traceback", BASE + "queue: Bad_Q\n", "7:1", "$.queue", "does not match",
+         pre_args=("--debug",), debug=True),
 ]
 
 
@@ -327,7 +635,24 @@ def _ids() -> list[str]:
 def test_catalogue_is_large_and_ids_are_unique():
     ids = _ids()
     assert len(ids) == len(set(ids))
-    assert sum(1 for c in CASES if not hasattr(c, "marks")) >= 60
+    assert sum(1 for c in CASES if not hasattr(c, "marks")) >= 200
+
+
+# A HELM_BIN that logs every call (argv, one JSON line) and, by $FAKE_HELM_MODE, renders with the real
+# Helm 3 (render), prints nothing (empty) or prints what is not YAML (garbage) for `helm template`.
+FAKE_HELM = """#!{python}
+import json, os, sys
+argv = sys.argv[1:]
+with open(os.environ["FAKE_HELM_LOG"], "a") as log:
+    log.write(json.dumps(argv) + "\\n")
+mode = os.environ.get("FAKE_HELM_MODE", "never")
+if argv[:1] == ["template"]:
+    if mode == "render":
+        os.execv({helm3!r}, [{helm3!r}, *argv])
+    if mode == "garbage":
+        print("kind: [unclosed\\n  : : :")
+sys.exit(0)
+"""
 
 
 def _materialize(case: Case, where: Path) -> Path:
@@ -337,11 +662,16 @@ def _materialize(case: Case, where: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         if content is DIRECTORY:
             target.mkdir()
+        elif content is FIFO:
+            os.mkfifo(target)
+        elif isinstance(content, Link):
+            target.symlink_to(content.target)
         elif isinstance(content, bytes):
             target.write_bytes(content)
         else:
             target.write_text(content, encoding="utf-8")
     values = where / case.values_name
+    values.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(case.text, bytes):
         values.write_bytes(case.text)
     elif isinstance(case.text, str):
@@ -354,19 +684,44 @@ def _cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "helm_nemo"]
 
 
+def _values_args(case: Case, values: Path) -> list[str]:
+    names = ["-" if case.stdin is not None else str(values)] + [m if m == "-" else str(values.parent / m)
+                                                                 for m in case.more]
+    return [arg for name in names for arg in ("--values", name)]
+
+
 def _cli_env(case: Case, home: Path) -> dict[str, str]:
-    """Only what the interpreter needs plus the case's variables: no HELM_DEBUG, no stray ${VARS}."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8"}
+    """Only what the interpreter needs, the logging helm and the case's variables: no HELM_DEBUG, no stray ${VARS}."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
+           "HELM_BIN": str(home / "fake-helm"), "FAKE_HELM_LOG": str(home / "helm-calls.jsonl"),
+           "FAKE_HELM_MODE": case.helm}
+    for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
+        env[name] = str(home / name.lower())
     env.update(case.env)
     return env
 
 
 def _run_cli(case: Case, values: Path) -> subprocess.CompletedProcess:
-    args = [*_cli(), "validate", "--values", str(values)]
+    home = values.parent / ".home"
+    home.mkdir()
+    fake = home / "fake-helm"
+    fake.write_text(FAKE_HELM.format(python=sys.executable, helm3=str(HELM3)))
+    fake.chmod(0o755)
+    args = [*_cli(), *case.pre_args, case.command, *_values_args(case, values)]
+    if case.release:
+        args.append(case.release)
     if case.chart:
         args += ["--chart", case.chart]
-    return subprocess.run(args, env=_cli_env(case, values.parent), cwd=values.parent, capture_output=True,
-                          text=True, timeout=60, check=False)
+    if case.root:
+        args += ["--root", str((_case_dir(case, values) / case.root).resolve())]
+    args += list(case.args)
+    stdout = open(case.stdout_to, "w") if case.stdout_to else subprocess.PIPE  # noqa: SIM115
+    try:
+        return subprocess.run(args, env=_cli_env(case, home), cwd=values.parent, input=case.stdin, stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        if case.stdout_to:
+            stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -398,41 +753,75 @@ def _matches(problem, file: str, loc: str | None, path: str, message: str) -> bo
             and problem.json_path == path and message in problem.message)
 
 
+# What a problem without a file names instead: stdin, the command line, or (helm's output, our own) words.
+NOT_FILES = ("<stdin>", "command line", "helm nemo", "nothing was installed")
+
+
+def _case_dir(case: Case, values: Path) -> Path:
+    return values.parents[len(Path(case.values_name).parts) - 1]
+
+
+def _file_of(case: Case, values: Path) -> str:
+    if case.in_file in NOT_FILES:
+        return case.in_file
+    return str(_case_dir(case, values) / case.in_file) if case.in_file else str(values)
+
+
+def _library(case: Case, values: Path):
+    names = [values] + [values.parent / m for m in case.more]
+    names = names[0] if len(names) == 1 else names
+    if case.command == "uninstall":
+        return release_names(names, dict(case.env), release=case.release)
+    root = str((_case_dir(case, values) / case.root).resolve()) if case.root else None
+    return build_plans(names, dict(case.env), chart=case.chart, release=case.release, root=root)
+
+
 @pytest.mark.parametrize("case", CASES, ids=_ids())
 def test_bad_input_is_reported_where_it_is(case: Case, catalogue):
     paths, runs = catalogue
     values = paths[case.id]
-    file = str(values)
+    file = _file_of(case, values)
 
     # 1. the library: UserError, with this problem at this place
-    with pytest.raises(UserError) as raised:
-        build_plans(values, dict(case.env), chart=case.chart)
-    problems = raised.value.problems
-    shown = "\n".join(p.format() for p in problems)
-    hit = [p for p in problems if _matches(p, file, case.loc, case.path, case.message)]
-    assert hit, f"expected {_location(file, case.loc)}: {case.path}: …{case.message}… in:\n{shown}"
-    problem = hit[0]
-    if case.expected is not None:
-        assert problem.expected and case.expected in problem.expected, shown
-    if case.hint is not None:
-        assert problem.hint and case.hint in problem.hint, shown
-    for also in case.also:
-        assert any(_matches(p, file, also.loc, also.path, also.message) for p in problems), \
-            f"also expected {_location(file, also.loc)}: {also.path}: …{also.message}… in:\n{shown}"
-    if case.count is not None:
-        assert len(problems) == case.count, shown
+    if case.library:
+        with pytest.raises(UserError) as raised:
+            _library(case, values)
+        problems = raised.value.problems
+        shown = "\n".join(p.format() for p in problems)
+        hit = [p for p in problems if _matches(p, file, case.loc, case.path, case.message)]
+        assert hit, f"expected {_location(file, case.loc)}: {case.path}: …{case.message}… in:\n{shown}"
+        problem = hit[0]
+        if case.expected is not None:
+            assert problem.expected and case.expected in problem.expected, shown
+        if case.hint is not None:
+            assert problem.hint and case.hint in problem.hint, shown
+        for also in case.also:
+            assert any(_matches(p, file, also.loc, also.path, also.message) for p in problems), \
+                f"also expected {_location(file, also.loc)}: {also.path}: …{also.message}… in:\n{shown}"
+        if case.count is not None:
+            assert len(problems) == case.count, shown
 
-    # 2. the real CLI: exit 2, the same location line, no traceback
+    # 2. the real CLI: this exit code, the same location line, no traceback, no secret, helm never installing
     proc = runs[case.id].result()
-    output = proc.stdout + proc.stderr
-    assert "Traceback" not in output, output
-    assert proc.returncode == EXIT_USER_ERROR, output
-    if case.loc is None:
-        assert file in output and case.message in output, output
+    output = (proc.stdout or "") + proc.stderr
+    message = case.cli if case.cli is not None else case.message
+    assert ("Traceback" in output) is case.debug, output
+    assert proc.returncode == case.exit, output
+    for name, value in case.env.items():  # HN_*: values standing for secrets, never printed
+        assert not (name.startswith("HN_") and len(value) >= 4 and value in output), f"${name} printed:\n{output}"
+    if case.manifest:
+        assert any(line.startswith(f"  {case.path}: ") and message in line for line in output.splitlines()), output
+    elif case.loc is None:
+        assert file in output and message in output, output
     else:
         wanted = f"{file}:{case.loc}: {case.path}: "
         lines = [line for line in output.splitlines() if line.startswith(wanted)]
-        assert any(case.message in line for line in lines), f"no line {wanted}…{case.message}… in:\n{output}"
+        assert any(message in line for line in lines), f"no line {wanted}…{message}… in:\n{output}"
         for also in case.also:
             assert f"{_location(file, also.loc)}: {also.path}: " in output, output
-    assert "ok:" not in proc.stdout
+    assert "ok:" not in (proc.stdout or "")
+    log = values.parent / ".home" / "helm-calls.jsonl"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    if case.helm == "never":
+        assert calls == [], f"helm was run: {calls}"
+    assert not [c for c in calls if c[:1] in (["install"], ["upgrade"], ["uninstall"])], calls

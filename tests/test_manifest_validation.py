@@ -9,6 +9,7 @@ keeps the table complete). No timing asserts here: bench/validate_bench.py measu
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 import json
 import random
 import subprocess
@@ -176,6 +177,26 @@ def plant_label(doc):
     return doc
 
 
+def plant_node_selector(doc):
+    pod(doc).setdefault("nodeSelector", {})["pool"] = "gpu pool"  # issue 16: nodeSelector values were unchecked
+    return doc
+
+
+def plant_big_annotations(doc):
+    doc["metadata"].setdefault("annotations", {})["note"] = "x" * (256 * 1024)  # 256 KiB + the key
+    return doc
+
+
+def plant_big_configmap(doc):
+    doc["data"] = {"a": "x" * (600 * 1024), "b": "y" * (500 * 1024)}  # 1.07 MiB together
+    return doc
+
+
+def plant_int32(doc):
+    doc["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 2**31  # format: int32 was ignored
+    return doc
+
+
 def plant_quantity(doc):
     doc["spec"]["resources"]["requests"]["storage"] = "lots"
     return doc
@@ -222,6 +243,10 @@ PLANTED = [
     ("jobset-pod-names", jobset, plant_long_jobset, "derived-name", "$.spec.replicatedJobs[0].name"),
     ("indexed-job-hostname", efa_job, plant_long_indexed_job, "derived-name", "$.metadata.name"),
     ("label", efa_job, plant_label, "label", '$.metadata.labels.team'),
+    ("node-selector", jobset, plant_node_selector, "label", f"{JS_POD}.nodeSelector.pool"),
+    ("annotations-size", jobset, plant_big_annotations, "size", "$.metadata.annotations"),
+    ("configmap-size", lambda: doc_of(A3ULTRA, "ConfigMap"), plant_big_configmap, "size", "$"),
+    ("int32", jobset, plant_int32, "schema", "$.spec.replicatedJobs[0].template.spec.parallelism"),
     ("quantity", lambda: doc_of(A3ULTRA, "PersistentVolumeClaim"), plant_quantity, "quantity",
      "$.spec.resources.requests.storage"),
     ("resources", jobset, plant_request_over_limit, "resources", f"{JS_POD}.containers[0].resources.requests.memory"),
@@ -246,8 +271,23 @@ def test_planted_error_is_caught_with_its_check_and_path(base, plant, check, pat
 
 
 def test_every_check_has_a_planted_error():
-    planted = {p[3] for p in PLANTED} | {"yaml"}  # yaml: test_not_yaml_and_not_a_mapping
+    planted = {p[3] for p in PLANTED} | {"yaml", "duplicate-object"}  # tested below
     assert planted == set(CHECKS)
+
+
+def test_duplicate_objects_across_the_releases_of_a_recipe():
+    from helm_nemo.validate.manifests import duplicate_objects
+
+    pvc, pv, cm = doc_of(A3ULTRA, "PersistentVolumeClaim"), doc_of(A3ULTRA, "PersistentVolume"), jobset()
+    other_ns = copy.deepcopy(pvc)
+    other_ns["metadata"]["namespace"] = "elsewhere"
+    elsewhere_pv = copy.deepcopy(pv)
+    elsewhere_pv["metadata"]["namespace"] = "elsewhere"  # a PV has no namespace: still the same PV
+    problems = duplicate_objects([("storage", [pvc, pv, cm]), ("storage-2", [pvc, other_ns, elsewhere_pv])])
+    assert [(p.kind, p.check) for p in problems] == [("PersistentVolumeClaim", "duplicate-object"),
+                                                     ("PersistentVolume", "duplicate-object")]
+    assert "also rendered by release storage" in problems[0].message
+    assert duplicate_objects([("a", [pvc]), ("b", [other_ns])]) == []
 
 
 def test_not_yaml_and_not_a_mapping():
@@ -389,8 +429,15 @@ def _set(obj, path, value):
 def test_quantities():
     parse = parse_quantity
     assert parse("500m") == parse("0.5") and parse("1Gi") == 2 ** 30 and parse("1e3") == 1000 and parse(8) == 8
-    for bad in ("lots", "1 Gi", "1GB", "", "1.2.3", True, None, "Gi"):
+    # as apimachinery's ParseQuantity reads them (issue 16), quirks included: a missing number is zero on
+    # its fast path (`Gi`, `-`, `.`), the API server trims white space around a field's value
+    for text, value in (("1.5Gi", 1.5 * 2**30), ("100m", 0.1), ("1E3", 1000), ("1e+3", 1000), ("1e-3", 0.001),
+                        (".5", 0.5), ("1.", 1), ("+1", 1), ("1.G", 10**9), ("Gi", 0), ("-", 0), (".", 0),
+                        (" 1Gi\n", 2**30), ("12345678901234567890", 12345678901234567890)):
+        assert parse(text) == Decimal(str(value)), text
+    for bad in ("lots", "1 Gi", "1GB", "", "1.2.3", True, None, "1e", "1Ki3", "1ki", "１", "1_000", "0x10", "Ei"):
         assert parse(bad) is None, bad
+    assert parse(" 1Gi", json=False) is None  # an annotation a driver parses is taken as written
     job = efa_job()
     pod(job)["volumes"][1]["emptyDir"]["sizeLimit"] = "250 Gi"
     pod(job)["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "-5Mi"
@@ -545,10 +592,10 @@ def test_template_writes_nothing_unless_every_release_is_clean(planted_render):
     plans, seen = build_plans(RECIPE, ENV), []
     out = io.StringIO()
     code = releases.template(plans, None, [], out=out, echo=lambda m: None,
-                             check=lambda plan, text: seen.append(plan.release) or plan.release != plans[1].release)
+                             check=lambda rendered: seen.extend(p.release for p, _ in rendered) or False)
     assert code == releases.EXIT_INVALID_MANIFESTS and out.getvalue() == ""
-    assert seen == [p.release for p in plans]  # every release is checked, not only up to the first bad one
-    assert releases.template(plans, None, [], out=out, echo=lambda m: None, check=lambda plan, text: True) == 0
+    assert seen == [p.release for p in plans]  # every release is rendered and checked together
+    assert releases.template(plans, None, [], out=out, echo=lambda m: None, check=lambda rendered: True) == 0
     assert out.getvalue().count("kind: JobSet") == 3
 
 

@@ -35,6 +35,8 @@ def fake_helm(tmp_path):
         "argv = sys.argv[1:]\n"
         "stdin = sys.stdin.read() if '-' in argv else ''\n"
         f"open({str(log)!r}, 'a').write(json.dumps({{'argv': argv, 'stdin': stdin}}) + '\\n')\n"
+        "if argv[0] == 'template':\n"
+        "    print('---\\napiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: ' + argv[1])\n"
         "sys.exit(3 if os.environ.get('FAIL_RELEASE') in argv else 0)\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)

@@ -57,12 +57,12 @@ def namespace_of(extra: list[str]) -> str | None:
     return namespace
 
 
-def environment_secrets(values_file: str) -> list[str]:
-    """The values of secret-looking variables (TOKEN, PASSWORD, SECRET, KEY, CREDENTIAL) the file uses."""
-    from helm_nemo.values.load import load_values
+def environment_secrets(values_files) -> list[str]:
+    """The values of secret-looking variables (TOKEN, PASSWORD, SECRET, KEY, CREDENTIAL) the file(s) use."""
+    from helm_nemo.values.plan import load_all
     from helm_nemo.values.substitute import substitute
 
-    result = substitute(load_values(values_file), os.environ)
+    result = substitute(load_all(values_files), os.environ)
     return [value for values in result.secrets.values() for value in values]
 
 

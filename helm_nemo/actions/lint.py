@@ -7,7 +7,7 @@ from typing import Iterable
 
 from helm_nemo.actions import releases
 from helm_nemo.validate.documents import DEFAULT_KUBE_VERSION, parse_documents
-from helm_nemo.validate.manifests import format_problems, validate_manifests
+from helm_nemo.validate.manifests import duplicate_objects, format_problems, validate_manifests
 from helm_nemo.validate.schemas import resolve_kube_version
 
 def kube_version_from_flags(extra: Iterable[str], default: str = DEFAULT_KUBE_VERSION) -> str:
@@ -67,10 +67,27 @@ def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION,
     return not problems
 
 
+def check_duplicates(rendered, *, echo=print, hint: str | None = None) -> bool:
+    """No object rendered by two releases of the run (a PV, a PVC, a ConfigMap …); True when none is."""
+    problems = duplicate_objects((plan.release, text) for plan, text in rendered)
+    if problems:
+        echo(format_problems(problems, title="helm nemo: releases of this run render the same object:"))
+        if hint:
+            echo(hint)
+    return not problems
+
+
+def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print, hint: str | None = None) -> bool:
+    """Every release's rendered text (check_rendered), then the objects they share (check_duplicates)."""
+    clean = all([check_rendered(plan, text, kube_version=kube_version, echo=echo, hint=hint) for plan, text in rendered])
+    return check_duplicates(rendered, echo=echo, hint=hint) and clean
+
+
 def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
                err=print) -> int:
     """Render every release with helm template and validate it: 0 clean, 2 problems, helm's code if rendering fails."""
     clean = True
+    rendered = []
     for plan in plans:
         for warning in plan.warnings:
             err(f"warning: {warning}")
@@ -79,12 +96,17 @@ def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUB
             err(proc.stderr.rstrip())
             err(f"helm nemo: rendering release {plan.release} failed")
             return proc.returncode or 1
+        if not proc.stdout.strip():
+            err(releases.empty_render(plan, proc))
+            return 1
+        rendered.append((plan, proc.stdout))
         if check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo):
             count = len(parse_documents(proc.stdout)[0])
             echo(f"ok: release {plan.release} ({plan.chart}): {count} object(s) valid "
                  f"(Kubernetes {_kube_label(kube_version)} and CRD schemas)")
         else:
             clean = False
+    clean = check_duplicates(rendered, echo=echo) and clean
     return 0 if clean else releases.EXIT_INVALID_MANIFESTS
 
 
@@ -95,15 +117,18 @@ def preflight(plans, helm, extra: list[str], *, echo=print) -> int:
     """Before installing: render and validate every release of the recipe, so none is installed if one is
     invalid. 0 when all are clean."""
     kube_version = kube_version_from_flags(extra)
-    clean = True
+    rendered = []
     for plan in plans:
         proc = releases.render(plan, helm, extra)
         if proc.returncode != 0:
             echo(proc.stderr.rstrip())
             echo(f"helm nemo: rendering release {plan.release} for validation failed; nothing was installed {SKIP_HINT}")
             return proc.returncode or 1
-        clean = check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo) and clean
-    if not clean:
+        if not proc.stdout.strip():
+            echo(releases.empty_render(plan, proc) + "; nothing was installed")
+            return 1
+        rendered.append((plan, proc.stdout))
+    if not check_recipe(rendered, kube_version=kube_version, echo=echo):
         echo(f"helm nemo: nothing was installed {SKIP_HINT}")
         return releases.EXIT_INVALID_MANIFESTS
     return 0

@@ -2,7 +2,7 @@
 
 Every helm call gets the plan's values as a JSON file (never re-dumped YAML), and the user's extra
 flags, translated to the running helm's major version. A recipe runs its releases in order and stops
-at the first failure, saying what is installed; uninstall goes in reverse.
+at the first failure or signal (actions/process.py), saying what is installed; uninstall goes in reverse.
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from datetime import datetime, timezone
 from typing import Callable, TextIO
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
+from helm_nemo.actions.process import Interrupted, run_helm
+from helm_nemo.secrets import mask
 from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
 Echo = Callable[[str], None]
 
 
 def _stderr(message: str) -> None:
-    print(message, file=sys.stderr)
+    print(mask(message), file=sys.stderr)
 
 
 def needs_job_time(plan: ReleasePlan) -> bool:
@@ -60,10 +62,10 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
 
 
 def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
-    """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind."""
-    return subprocess.run(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
-                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None,
-                          text=True, check=False)
+    """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind.
+    Not captured, helm's output is relayed with the values from the environment masked."""
+    return run_helm(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
+                    capture_stdout=capture, capture_stderr=capture)
 
 
 def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess:
@@ -79,10 +81,12 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     then (compiling the validators the output will need)."""
     import threading
 
+    from helm_nemo.actions import process
+
     runs = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = process.spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         runs.append((args, proc, helm_values_json(plan), {}))
 
     def collect(proc: subprocess.Popen, values: str, into: dict) -> None:
@@ -95,6 +99,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
         while_waiting()
     for thread in threads:
         thread.join()
+    for _, proc, _, _ in runs:
+        process.release(proc)
+    process.check_interrupted()  # a signal: every helm was passed it and has exited
     return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"]) for args, proc, _, into in runs]
 
 
@@ -103,11 +110,11 @@ EXIT_INVALID_MANIFESTS = 2
 
 
 def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
-             echo: Echo = _stderr, check: Callable[[ReleasePlan, str], bool] | None = None,
+             echo: Echo = _stderr, check: Callable[[list[tuple[ReleasePlan, str]]], bool] | None = None,
              prepare: Callable[[], object] | None = None) -> int:
-    """Render every release (side by side, output in order). With `check` (plan, rendered text) -> ok,
-    every release is rendered and checked first, and nothing is written unless all are ok; `prepare`
-    runs while helm renders."""
+    """Render every release (side by side, output in order). With `check` ([(plan, rendered text)]) -> ok,
+    every release is rendered and checked first (together: objects two releases share), and nothing is
+    written unless all are ok; `prepare` runs while helm renders."""
     rendered: list[tuple[ReleasePlan, str]] = []
     for plan in plans:
         for warning in plan.warnings:
@@ -121,12 +128,15 @@ def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: 
             echo(proc.stderr.rstrip())
             echo(f"helm nemo: rendering release {plan.release} failed")
             return proc.returncode or 1
+        if not proc.stdout.strip():
+            echo(empty_render(plan, proc))
+            return 1
         if check is None:
             out.write(proc.stdout)
         else:
             rendered.append((plan, proc.stdout))
     if check is not None:
-        if not all([check(plan, text) for plan, text in rendered]):  # a list: every release is checked
+        if not check(rendered):
             return EXIT_INVALID_MANIFESTS
         mark("manifest check")
         for _, text in rendered:
@@ -144,7 +154,11 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
             echo(f"warning: {warning}")
         stamp_job_time(plan, now, keep=installed_job_time(plan, helm, extra) if upgrade else None)
         echo(f"[{index}/{len(plans)}] {verb[0]} {plan.release} ({plan.chart})")
-        proc = _run(helm, verb, plan, extra, capture=False)
+        try:
+            proc = _run(helm, verb, plan, extra, capture=False)
+        except Interrupted as stop:
+            echo(_interrupted(stop, verb[0], plan, done, plans[index:], extra))
+            return stop.exit_code
         if proc.returncode != 0:
             installed = ", ".join(done) if done else "none"
             echo(f"helm nemo: {verb[0]} of {plan.release} failed (helm exit {proc.returncode}); "
@@ -155,10 +169,36 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
             if done or left:
                 what = " and ".join((["them"] if done else []) +
                                     ([f"{plan.release}, if helm left it behind as failed"] if left else []))
-                echo(f"  to remove {what}: helm nemo uninstall --values {plan.source}{_namespace_flag(extra)}")
+                echo(f"  to remove {what}: helm nemo uninstall {plan.values_flags()}{_namespace_flag(extra)}")
             return proc.returncode or 1
         done.append(plan.release)
     return 0
+
+
+def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess) -> str:
+    """The message for a `helm template` that exited 0 and printed no manifest (never "ok: 0 objects")."""
+    said = proc.stderr.strip().splitlines()
+    return (f"helm nemo: helm template printed nothing for release {plan.release} ({plan.chart}); a chart renders "
+            "at least one object" + (f" (helm said: {said[-1]})" if said else ""))
+
+
+def _interrupted(stop: Interrupted, verb: str, plan: ReleasePlan, done: list[str], rest: list[ReleasePlan],
+                 extra: list[str]) -> str:
+    """What a signal left: which releases this run finished, the one helm was stopped in, the ones not started."""
+    past = {"install": "installed", "upgrade": "upgraded", "uninstall": "uninstalled"}[verb]
+    finished = list(done)
+    lines = [f"helm nemo: {stop.name} received; stopped."]
+    if stop.returncode is None:
+        rest = [plan, *rest]
+    elif stop.returncode == 0:
+        finished.append(plan.release)
+    else:
+        lines.append(f"  {plan.release}: helm was stopped during the {verb} (exit {stop.returncode}); it may be "
+                     f"partly {past}: helm status {plan.release}{_namespace_flag(extra)}")
+    lines.insert(1, f"  {past.capitalize()} by this run: {', '.join(finished) if finished else 'none'}.")
+    if rest:
+        lines.append(f"  Not started: {', '.join(p.release for p in rest)}.")
+    return "\n".join(lines)
 
 
 def _flag_set(args: list[str], *names: str) -> bool:
@@ -179,12 +219,18 @@ def _namespace_flag(args: list[str]) -> str:
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:
     """Reverse order. A release that is not installed is skipped (the clean-up after an install that
     stopped half-way, which install suggests), unless none of the releases is installed."""
-    failed, missing = [], []
-    for index, plan in enumerate(reversed(plans), start=1):
-        echo(f"[{index}/{len(plans)}] uninstall {plan.release}")
+    failed, missing, done = [], [], []
+    ordered = list(reversed(plans))
+    for index, plan in enumerate(ordered, start=1):
         flags = translate_flags(extra, helm.major) if needs_translation(extra) else list(extra)
-        proc = subprocess.run([helm.path, "uninstall", plan.release, *flags], stderr=subprocess.PIPE, text=True,
-                              check=False)
+        echo(f"[{index}/{len(plans)}] uninstall {plan.release}")
+        try:
+            proc = run_helm([helm.path, "uninstall", plan.release, *flags], capture_stderr=True)
+        except Interrupted as stop:
+            echo(_interrupted(stop, "uninstall", plan, done, ordered[index:], extra))
+            return stop.exit_code
+        if proc.returncode == 0:
+            done.append(plan.release)
         if proc.returncode != 0 and "release: not found" in (proc.stderr or ""):
             echo(f"  {plan.release} is not installed; skipped")
             missing.append(plan.release)

@@ -8,7 +8,7 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
-from helm_nemo.schema_check import pattern_regex, whole_string_jsonschema
+from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
 from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_schema, registry
 
@@ -17,7 +17,7 @@ from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schema
 # every message and path still comes from jsonschema. A schema with a keyword not handled here is
 # validated by jsonschema alone (tests/test_manifest_validation.py checks both agree).
 
-_IGNORED = {"description", "default", "format", "$schema", "$id", "title", "examples", "nullable", "deprecated",
+_IGNORED = {"description", "default", "$schema", "$id", "title", "examples", "nullable", "deprecated",
             "readOnly", "writeOnly", "$comment"}
 
 
@@ -98,6 +98,8 @@ class _FastCompiler:
                          else (lambda v, o=options: any(_json_equal(v, x) for x in o)))
         if "const" in schema:
             tests.append(lambda v, c=schema["const"]: _json_equal(v, c))
+        if "format" in schema:
+            tests.append(lambda v, f=schema["format"]: format_error(v, f) is None)
         if "pattern" in schema:
             regex = pattern_regex(schema["pattern"])
             tests.append(lambda v, r=regex: not isinstance(v, str) or r.search(v) is not None)
@@ -179,7 +181,7 @@ class _FastCompiler:
         return check
 
 
-_FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "pattern", "maxLength", "minLength",
+_FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "format", "pattern", "maxLength", "minLength",
                   "maxItems", "minItems", "maxProperties", "minProperties", "minimum", "maximum", "exclusiveMinimum",
                   "exclusiveMaximum", "required", "properties", "additionalProperties", "patternProperties", "items",
                   "allOf", "anyOf", "oneOf", "not"}

@@ -35,6 +35,8 @@ CHECKS = {
     "duplicate-name": "two containers or two volumes of a pod share a name",
     "volume-mount": "a volumeMount names no volume of the pod, or two mounts share a mountPath",
     "interfaces-json": "networking.gke.io/interfaces is not a JSON list of {interfaceName, network}",
+    "size": "annotations over 256 KiB or a ConfigMap over 1 MiB (the API server's limits)",
+    "duplicate-object": "two releases of a recipe (or one release twice) render the same object: the second install fails",
 }
 
 
@@ -104,7 +106,11 @@ def json_path(parts: Iterable[Any]) -> str:
 
 
 def short(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    """`repr(value)` cut to `limit` characters, masked first (helm_nemo.secrets) so a cut never shows part of
+    a value taken from the environment."""
+    from helm_nemo.secrets import mask
+
+    text = mask(repr(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
 from helm_nemo.validate.checks.containers import check_containers
-from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names
+from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names, check_sizes
 from helm_nemo.validate.checks.quantities import check_quantities
 from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
 from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, parse_documents, short
@@ -82,6 +82,7 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
     check_names(out, doc, pods)
     check_derived_names(out, doc)
     check_labels(out, doc, pods)
+    check_sizes(out, doc, pods)
     check_quantities(out, doc, pods)
     check_containers(out, pods)
     check_interfaces(out, doc, pods)
@@ -97,6 +98,41 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
         check_gpus(out, doc, pods, profile)
         check_fabric(out, pods, profile)
     return out.problems
+
+
+# Kinds without a namespace: one name per cluster, whichever namespace a release goes to.
+CLUSTER_SCOPED = {"PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding", "Namespace",
+                  "PriorityClass", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
+                  "MutatingWebhookConfiguration", "ResourceFlavor", "ClusterQueue", "DeviceClass"}
+
+
+def duplicate_objects(releases: Iterable[tuple[str, str | Iterable[Any]]]) -> list[ManifestProblem]:
+    """Objects two releases of one run (or one release twice) would both create: (release, rendered stream)
+    pairs in install order; a problem on each later copy, naming the first. A PersistentVolume's name is
+    one per cluster; a namespaced object is compared within the namespace it names (the run's own when
+    it names none, the same for every release)."""
+    seen: dict[tuple, str] = {}
+    problems: list[ManifestProblem] = []
+    for release, stream in releases:
+        documents = parse_documents(stream)[0] if isinstance(stream, str) else \
+            [d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(stream)]
+        for document in documents:
+            doc = document.data
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                continue
+            kind, group = str(doc.get("kind")), str(doc.get("apiVersion", "")).rpartition("/")[0]
+            namespace = "" if kind in CLUSTER_SCOPED else str(meta.get("namespace") or "")
+            identity = (group, kind, namespace, meta["name"])
+            if identity in seen:
+                where = f"release {seen[identity]}" + (" too" if seen[identity] == release else "")
+                problems.append(ManifestProblem(kind, meta["name"], "$.metadata.name",
+                                                f"{kind} {meta['name']!r} is also rendered by {where}; the second "
+                                                "install would fail (the object exists)", "duplicate-object",
+                                                document.source, document.index))
+            else:
+                seen[identity] = release
+    return problems
 
 
 def format_problems(problems: Iterable[ManifestProblem], *, title: str | None = None) -> str:

@@ -10,6 +10,11 @@ keys become strings as helm's YAML-to-JSON step writes them. Duplicate keys are
 an error (helm would silently keep the last one), and so are `.inf`/`.nan` (JSON, which helm gets,
 cannot hold them). Scalar styles are kept: substitution re-types only plain (unquoted) whole-scalar
 references.
+
+Limits, checked on the event stream before anything is built (so memory and time stay bounded, and an
+alias bomb or a 100 000-level nesting is one clear error, never a crash): MAX_VALUES_BYTES per file,
+MAX_DEPTH levels of nesting and MAX_NODES values after expanding aliases. `-` reads stdin. Several
+files (`-f a -f b`) merge as helm merges them (`merge_loaded`), each value keeping the file it came from.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from typing import Any
 
 from helm_nemo.user_errors import Problem, UserError, json_path
 
-MAX_NODES = 1_000_000  # aliases expand; a "billion laughs" file must not hang the CLI
+MAX_VALUES_BYTES = 4 * 1024 * 1024  # one values or recipe file (launcher scripts come in through `files:`)
+MAX_NODES = 100_000  # values after expanding aliases: a "billion laughs" file must not hang the CLI
+MAX_DEPTH = 100  # nesting levels (aliases count as deep as what they expand to)
+STDIN = "-"
 
 
 @dataclass
@@ -34,10 +42,33 @@ class LoadedValues:
     positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
     key_positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)
     plain_scalars: set[tuple] = field(default_factory=set)  # unquoted string scalars (re-typable)
+    sources: dict[tuple, Path] = field(default_factory=dict)  # merged files: the file each path came from
+    paths: list[Path] = field(default_factory=list)  # every file merged into this one (just `path` otherwise)
 
     @property
     def filename(self) -> str:
         return str(self.path)
+
+    @property
+    def label(self) -> str:
+        """The file name(s) for a title: `a.yaml`, or `a.yaml + b.yaml` for merged files."""
+        return " + ".join(str(p) for p in self.paths) if len(self.paths) > 1 else str(self.path)
+
+    def file_of(self, where: tuple) -> Path:
+        """The file a path (or its nearest existing parent) was written in."""
+        where = tuple(where)
+        while self.sources:
+            if where in self.sources:
+                return self.sources[where]
+            if not where:
+                break
+            where = where[:-1]
+        return self.path
+
+    def base_dir(self, where: tuple = ()) -> Path:
+        """The folder relative paths written at `where` start from: that file's folder (stdin: the current one)."""
+        source = self.file_of(where)
+        return Path.cwd() if str(source) == STDIN_NAME else source.parent
 
     def position(self, where: tuple) -> tuple[int | None, int | None]:
         """(line, column), 1-based, of a key (preferred) or value; the nearest existing parent when absent."""
@@ -69,11 +100,30 @@ def _loader():
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~20x faster
 
 
+STDIN_NAME = "<stdin>"
+
+
+def _read_capped(path: Path) -> str:
+    """At most MAX_VALUES_BYTES of a file (a FIFO and `<(…)` work; /dev/zero stops at the cap), or of stdin."""
+    import sys
+
+    if str(path) == STDIN_NAME:
+        raw = sys.stdin.buffer.read(MAX_VALUES_BYTES + 1)
+    else:
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_VALUES_BYTES + 1)
+    if len(raw) > MAX_VALUES_BYTES:
+        raise UserError(Problem(str(path), None, None, "$", f"the values file is larger than {MAX_VALUES_BYTES // 2**20} MiB",
+                                hint="long scripts and configs go into their own files, read with `files:`"))
+    return raw.decode("utf-8-sig")
+
+
 def load_values(path: str | Path) -> LoadedValues:
-    """Read and parse a values file; UserError (with the path) when it is missing, unreadable or invalid."""
-    path = Path(path)
+    """Read and parse a values file (`-`: stdin); UserError (with the path) when it is missing, unreadable,
+    invalid or over the limits."""
+    path = Path(STDIN_NAME) if str(path) == STDIN else Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = _read_capped(path)
     except FileNotFoundError:
         raise UserError(Problem(str(path), None, None, "$", "values file not found",
                                 hint="check the path given to --values")) from None
@@ -93,6 +143,7 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
 
     path = Path(filename)
     try:
+        _check_limits(text, path)
         documents = list(yaml.compose_all(text, Loader=_loader()))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -107,7 +158,7 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
         raise UserError(Problem(str(path), second.line + 1, second.column + 1, "$",
                                 f"a values file holds one YAML document, found {len(documents)}",
                                 hint="use a recipe file with `releases:` for several releases"))
-    loaded = LoadedValues(path=path, data={})
+    loaded = LoadedValues(path=path, data={}, paths=[path])
     if not documents:
         return loaded  # empty file, comments only, `---` or `~`: no values
     root = documents[0]
@@ -121,6 +172,57 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
         raise UserError(builder.problems, title=f"{path}: {len(builder.problems)} problem(s) reading the values:")
     loaded.data = data
     return loaded
+
+
+def _check_limits(text: str, path: Path) -> None:
+    """Walk the YAML events once (libyaml's parser does not recurse) and stop at the first limit exceeded:
+    nesting deeper than MAX_DEPTH or more than MAX_NODES values, counting each alias as the size and depth
+    of the node it repeats. Syntax errors are left to the composer, which reports them the usual way."""
+    import yaml
+
+    nodes = depth = 0
+    sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of the anchored node
+    open_nodes: list[list] = []  # [anchor, values before it, deepest level inside]
+
+    def stop(event, message: str, hint: str) -> None:
+        mark = event.start_mark
+        raise UserError(Problem(str(path), mark.line + 1, mark.column + 1, "$", message, hint=hint))
+
+    def reached(level: int, event) -> None:
+        if level > MAX_DEPTH:
+            stop(event, f"the values nest deeper than {MAX_DEPTH} levels", "flatten the structure")
+        for entry in open_nodes:  # at most MAX_DEPTH of them
+            if entry[2] < level:
+                entry[2] = level
+
+    for event in yaml.parse(text, Loader=_loader()):
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            nodes += 1
+            if event.anchor:
+                sizes[event.anchor] = (1, 0)
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            nodes += 1
+            depth += 1
+            open_nodes.append([event.anchor, nodes, depth])
+            reached(depth, event)
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            anchor, before, deepest = open_nodes.pop()
+            if anchor:
+                sizes[anchor] = (nodes - before + 1, deepest - depth + 1)
+            depth -= 1
+        elif kind is yaml.AliasEvent:
+            if any(entry[0] == event.anchor for entry in open_nodes):
+                stop(event, f"alias *{event.anchor} repeats the node it is inside of (an endless structure)",
+                     "an alias may only repeat a node that is complete")
+            size, levels = sizes.get(event.anchor, (1, 0))
+            nodes += size
+            reached(depth + levels, event)
+        else:
+            continue
+        if nodes > MAX_NODES:
+            stop(event, f"more than {MAX_NODES} values after expanding aliases",
+                 "a values file this large is almost certainly an alias bomb")
 
 
 def _is_null(node) -> bool:
@@ -279,3 +381,42 @@ class _Builder:
         if isinstance(value, str) and not node.style:  # libyaml reports plain style as ""
             loaded.plain_scalars.add(where)
         return value
+
+
+def merge_maps(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Two `-f` files as helm merges them (mergeMaps in helm's pkg/cli/values): keys of the later file win;
+    where both hold a mapping the two merge, key by key; anything else (lists, scalars, null) replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_maps(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def merge_loaded(parts: list[LoadedValues]) -> LoadedValues:
+    """Several values files as one, merged like helm's `-f a -f b`; every path keeps the position and the
+    file of the one that wrote it (the last file holding that path: a later file wins every path it has)."""
+    if len(parts) == 1:
+        return parts[0]
+    data: dict[str, Any] = {}
+    for part in parts:
+        data = merge_maps(data, part.data)
+    merged = LoadedValues(path=parts[0].path, data=data, paths=[p for part in parts for p in part.paths])
+
+    def visit(node: Any, where: tuple) -> None:
+        owner = next(part for part in reversed(parts) if where in part.positions or where in part.key_positions
+                     or not where)
+        merged.sources[where] = owner.path
+        for table in ("positions", "key_positions"):
+            if where in getattr(owner, table):
+                getattr(merged, table)[where] = getattr(owner, table)[where]
+        if where in owner.plain_scalars:
+            merged.plain_scalars.add(where)
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in items:
+            visit(child, where + (key,))
+
+    visit(data, ())
+    return merged

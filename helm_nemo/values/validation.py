@@ -17,9 +17,10 @@ import json
 import re
 from typing import Any, Callable, NamedTuple
 
+from helm_nemo.secrets import mask
 from helm_nemo.user_errors import Problem, json_path, raise_if_problems
 
-__all__ = ["validate", "raise_if_problems", "schema_errors"]
+__all__ = ["validate", "extra_problems", "raise_if_problems", "schema_errors"]
 
 Positions = Callable[[tuple], "tuple[int | None, int | None]"]
 MAX_MESSAGE = 200
@@ -116,12 +117,15 @@ def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[
 
 
 def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | None = None,
-             positions: Positions | None = None, prefix: tuple = ()) -> list[Problem]:
+             positions: Positions | None = None, prefix: tuple = (),
+             files: Callable[[tuple], str] | None = None) -> list[Problem]:
     """Every schema error as a Problem pointing into the user's file, sorted by line.
 
     `loaded_or_data` is a values_file.LoadedValues (filename and positions then default to its own) or plain
     data; `prefix` says where the data sits in the file (a release inside a recipe file): it moves the
-    positions, while JSON paths stay those of the chart's values.
+    positions, while JSON paths stay those of the chart's values. `files` names the file of a path when
+    several were merged (`-f a -f b`). Messages are masked (helm_nemo.secrets) before they are shortened,
+    so a value from the environment never shows, not even cut.
     """
     data = loaded_or_data
     if hasattr(loaded_or_data, "data") and hasattr(loaded_or_data, "position"):
@@ -132,7 +136,8 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
 
     def problem(at: tuple, message: str, expected: str | None = None, hint: str | None = None) -> Problem:
         line, column = where_is(prefix + at)
-        return Problem(filename, line, column, json_path(at), _short(message), expected, hint)
+        return Problem(files(prefix + at) if files else filename, line, column, json_path(at), _short(mask(message)),
+                       expected, hint)
 
     problems: list[Problem] = []
     for error in schema_errors(data, schema):
@@ -163,3 +168,62 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
         problems.append(problem(where, message, _expected(error.validator, error.validator_value),
                                 node.get("description")))
     return sorted(problems, key=lambda p: (p.line or 0, p.column or 0, p.json_path))
+
+
+LABEL_MAPS = {"labels": "label", "nodeSelector": "nodeSelector"}  # values keys that become labels / a nodeSelector
+
+
+def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, positions: Positions | None = None,
+                   prefix: tuple = (), files: Callable[[tuple], str] | None = None) -> list[Problem]:
+    """What the chart schemas cannot say, found in the user's values with the line:
+
+    * `key: null` where the chart's defaults hold a mapping: helm drops the key with its defaults and the
+      templates, which read keys under it, fail (`volumes: null`, `network: null`); the schemas accept null
+      there for gpu-recipes files that leave such a key empty;
+    * `labels:` / `nodeSelector:` maps: keys and values as Kubernetes checks labels (a value of at most 63
+      letters, digits, `-`, `_`, `.`); `annotations:` maps: key syntax and 256 KiB in all.
+    """
+    from helm_nemo.validate.checks.names import MAX_ANNOTATIONS_BYTES, label_key_problems, label_value_problem
+
+    where_is: Positions = positions or (lambda _where: (None, None))
+    problems: list[Problem] = []
+
+    def add(at: tuple, message: str, expected: str | None = None, hint: str | None = None) -> None:
+        line, column = where_is(prefix + at)
+        problems.append(Problem(files(prefix + at) if files else filename, line, column, json_path(at),
+                                _short(mask(message)), expected, hint))
+
+    def labels(node: dict, at: tuple, what: str) -> None:
+        for key, value in node.items():
+            for why in label_key_problems(key):
+                add(at + (key,), f"{what} key {why}")
+            if isinstance(value, str) and label_value_problem(value):
+                add(at + (key,), f"{what} value {label_value_problem(value)}")
+
+    def visit(node: Any, default: Any, at: tuple) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                visit(item, None, at + (index,))
+            return
+        if not isinstance(node, dict):
+            return
+        default = default if isinstance(default, dict) else {}
+        for key, value in node.items():
+            if value is None and isinstance(default.get(key), dict):
+                add(at + (key,), "null would remove the chart's default mapping here, and the templates read keys "
+                                 "under it", "a mapping (object): {} for none", "leave the key out to keep the defaults")
+            elif key in LABEL_MAPS and isinstance(value, dict):
+                labels(value, at + (key,), LABEL_MAPS[key])
+            elif key == "annotations" and isinstance(value, dict):
+                for name in value:
+                    for why in label_key_problems(name):
+                        add(at + (key, name), f"annotation key {why}")
+                size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in value.items())
+                if size > MAX_ANNOTATIONS_BYTES:
+                    add(at + (key,), f"annotations are {size} bytes together, more than the "
+                                     f"{MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts")
+            else:
+                visit(value, default.get(key), at + (key,))
+
+    visit(data, defaults, ())
+    return problems

@@ -133,6 +133,43 @@ def check_derived_names(out: Collector, doc: Mapping) -> None:
             out.add(("metadata", "name"), f"Indexed Job pod hostname {why}", "derived-name")
 
 
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # apimachinery TotalAnnotationSizeLimitB: keys and values together
+MAX_CONFIGMAP_BYTES = 1024 * 1024  # ConfigMap data + binaryData (keys and values), as the API server counts
+
+
+def label_key_problems(key: Any) -> list[str]:
+    """Why `key` is not a label (or annotation) key: an optional DNS-1123 subdomain prefix and `/`, then a
+    name of at most 63 characters."""
+    return _qualified_name_problems(key)
+
+
+def label_value_problem(value: Any) -> str | None:
+    """Why `value` is not a label value (nor a nodeSelector value), or None."""
+    if isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value):
+        return None
+    return (f"{short(value)} must be at most 63 letters, digits, '-', '_' or '.', starting and ending "
+            "with a letter or digit")
+
+
+def _size(node: Any) -> int:
+    return sum(len(str(k).encode()) + len(v.encode() if isinstance(v, str) else str(v).encode())
+               for k, v in node.items()) if isinstance(node, dict) else 0
+
+
+def check_sizes(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+    """The API server's size limits: annotations of one object (256 KiB), a ConfigMap's data (1 MiB)."""
+    metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
+    for where, meta in metas:
+        if isinstance(meta, dict) and _size(meta.get("annotations")) > MAX_ANNOTATIONS_BYTES:
+            out.add(where + ("annotations",), f"annotations are {_size(meta['annotations'])} bytes together, more "
+                                              f"than the {MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts", "size")
+    if out.kind == "ConfigMap":
+        total = _size(doc.get("data")) + _size(doc.get("binaryData"))
+        if total > MAX_CONFIGMAP_BYTES:
+            out.add((), f"ConfigMap data is {total} bytes, more than the {MAX_CONFIGMAP_BYTES // 2**20} MiB the API "
+                        "server accepts", "size")
+
+
 def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
@@ -149,12 +186,20 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         for key, value in (meta.get("labels") or {}).items() if isinstance(meta.get("labels"), dict) else ():
             for why in _qualified_name_problems(key):
                 out.add(labels_at + (key,), f"label key {why}", "label")
-            if isinstance(value, str) and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-                out.add(labels_at + (key,), f"label value {value!r} must be at most 63 letters, digits, '-', '_' "
-                                            "or '.', starting and ending with a letter or digit", "label")
+            why = label_value_problem(value) if isinstance(value, str) else None
+            if why:
+                out.add(labels_at + (key,), f"label value {why}", "label")
         for key in (meta.get("annotations") or {}) if isinstance(meta.get("annotations"), dict) else ():
             for why in _qualified_name_problems(key):
                 out.add(where + ("annotations", key), f"annotation key {why}", "label")
+    for pod in pods:  # the API server checks a pod's nodeSelector as labels
+        selector = pod.spec.get("nodeSelector")
+        for key, value in selector.items() if isinstance(selector, dict) else ():
+            for why in _qualified_name_problems(key):
+                out.add(pod.path + ("nodeSelector", key), f"nodeSelector key {why}", "label")
+            why = label_value_problem(value)
+            if why:
+                out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {why}", "label")
 
 
 def _qualified_name_problems(key: Any) -> list[str]:

@@ -16,8 +16,8 @@ _GCSFUSE_QUANTITY = re.compile(r"^gke-gcsfuse/(?:metadata-prefetch-)?(?:cpu|memo
 def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
 
-    def need(where: tuple, value: Any, what: str) -> Decimal | None:
-        parsed = parse_quantity(value)
+    def need(where: tuple, value: Any, what: str, *, json: bool = True) -> Decimal | None:
+        parsed = parse_quantity(value, json=json)
         if parsed is None:
             out.add(where, f"{what} {short(value)} is not a Kubernetes quantity (e.g. 500m, 2, 64Gi, 1.5G)", "quantity")
         elif parsed < 0:
@@ -33,7 +33,7 @@ def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> N
     for pod in pods:
         for key, value in (pod.meta.get("annotations") or {}).items() if isinstance(pod.meta.get("annotations"), dict) else ():
             if _GCSFUSE_QUANTITY.match(str(key)):
-                need(pod.meta_path + ("annotations", key), value, f"annotation {key}")
+                need(pod.meta_path + ("annotations", key), value, f"annotation {key}", json=False)  # the driver parses it
         for i, volume in enumerate(pod.spec.get("volumes") or []):
             empty = volume.get("emptyDir") if isinstance(volume, dict) else None
             if isinstance(empty, dict) and empty.get("sizeLimit") is not None:

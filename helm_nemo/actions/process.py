@@ -1,0 +1,204 @@
+"""helm as a supervised child: SIGINT/SIGTERM forwarded, its output relayed masked, never left running.
+
+helm runs in its own process group, so a Ctrl-C in the terminal reaches helm nemo only, which passes it
+on (as it passes on a SIGTERM from a CI runner or `kill`) and then waits for helm to finish: an install
+is never left running unsupervised. The first signal is remembered; `Interrupted` (exit 128 + signal:
+130 for SIGINT, 143 for SIGTERM) is raised once helm has exited, or before the next helm would start, so
+a recipe can say which of its releases are installed. Outside `forwarding_signals()` Python's defaults
+apply (commands that never start helm stay interruptible as usual).
+
+What helm prints is relayed line by line through `helm_nemo.secrets.mask`; a stream can be captured
+instead (template's manifests, uninstall's "not found"). A failing write of our own output (EPIPE,
+ENOSPC) does not stop the relay: helm runs to its end, then `OutputError` says what happened.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator, TextIO
+
+from helm_nemo.secrets import mask
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+OUTPUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
+
+
+class Interrupted(Exception):
+    """A SIGINT/SIGTERM arrived; `exit_code` is 128 + the signal number."""
+
+    def __init__(self, signum: int, returncode: int | None = None):
+        self.signum = signum
+        self.returncode = returncode  # helm's exit code when it was running, else None
+        super().__init__(f"interrupted ({self.name})")
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class OutputError(Exception):
+    """Writing our own output failed (a closed pipe, a full disk)."""
+
+    def __init__(self, error: OSError):
+        self.error = error
+        super().__init__(f"cannot write the output: {error.strerror or error}")
+
+
+class _State:
+    active = False
+    received: int | None = None
+    children: set = set()  # the helm processes running now (recipe renders run side by side)
+
+
+def _handler(signum, _frame) -> None:
+    if _State.received is None:
+        _State.received = signum
+    for child in list(_State.children):
+        if child.poll() is None:
+            try:
+                child.send_signal(signum)
+            except ProcessLookupError:  # pragma: no cover - it just exited
+                pass
+
+
+def spawn(args: list[str], **popen) -> subprocess.Popen:
+    """Start helm (its own process group while signals are forwarded) and have signals passed to it until
+    `release(proc)`; Interrupted instead when a signal already arrived."""
+    check_interrupted()
+    proc = subprocess.Popen(args, process_group=0 if _State.active else None, **popen)
+    _State.children.add(proc)
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    """`proc` has exited (or is given up): no more signals for it."""
+    _State.children.discard(proc)
+
+
+@contextmanager
+def forwarding_signals() -> Iterator[None]:
+    """While the block runs, SIGINT/SIGTERM are remembered and passed on to the running helm."""
+    if _State.active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _handler) for signum in SIGNALS}
+    _State.active, _State.received = True, None
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _State.active = False
+        _State.children.clear()
+
+
+def received() -> int | None:
+    """The first signal received inside `forwarding_signals()`, if any."""
+    return _State.received
+
+
+def check_interrupted() -> None:
+    """Raise Interrupted when a signal arrived (before starting anything new)."""
+    if _State.received is not None:
+        raise Interrupted(_State.received)
+
+
+def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool = False,
+             capture_stderr: bool = False, stdout: TextIO | None = None,
+             stderr: TextIO | None = None) -> subprocess.CompletedProcess:
+    """Run helm to its end; a stream not captured is relayed, masked, line by line.
+
+    Raises Interrupted (after helm exited) when a signal arrived, OutputError when relaying failed."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    proc = spawn(args, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE)
+    try:
+        pump = _Pump(proc, input, None if capture_stdout else stdout, None if capture_stderr else stderr)
+        pump.run()
+        code = proc.wait()
+    finally:
+        release(proc)
+        if proc.poll() is None:  # an exception of our own: never leave helm running
+            proc.kill()
+            proc.wait()
+    if _State.received is not None:
+        raise Interrupted(_State.received, code)
+    if pump.failed is not None:
+        raise OutputError(pump.failed)
+    return subprocess.CompletedProcess(args, code, pump.text(proc.stdout), pump.text(proc.stderr))
+
+
+class _Pump:
+    """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
+
+    def __init__(self, proc: subprocess.Popen, input: str | None, out: TextIO | None, err: TextIO | None):
+        self.proc = proc
+        self.data = memoryview(input.encode("utf-8")) if input is not None else None
+        self.targets = {proc.stdout: out, proc.stderr: err}
+        self.buffers: dict = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.failed: OSError | None = None
+
+    def text(self, stream) -> str:
+        return bytes(self.buffers[stream]).decode("utf-8", errors="replace")
+
+    def emit(self, stream, final: bool = False) -> None:
+        target, buffer = self.targets[stream], self.buffers[stream]
+        if target is None:
+            return  # captured: kept whole
+        end = len(buffer) if final else buffer.rfind(b"\n") + 1
+        if end <= 0:
+            return
+        chunk = bytes(buffer[:end]).decode("utf-8", errors="replace")
+        del buffer[:end]
+        if self.failed is not None:
+            return
+        try:
+            target.write("".join(mask(line) for line in chunk.splitlines(keepends=True)))
+            target.flush()
+        except OSError as error:
+            if error.errno not in OUTPUT_ERRNOS:
+                raise
+            self.failed = error  # keep draining: helm runs to its end
+
+    def run(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            if self.data is not None:
+                if len(self.data):
+                    selector.register(self.proc.stdin, selectors.EVENT_WRITE)
+                else:
+                    self.proc.stdin.close()
+            for stream in (self.proc.stdout, self.proc.stderr):
+                selector.register(stream, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    stream = key.fileobj
+                    if stream is self.proc.stdin:
+                        try:
+                            written = os.write(stream.fileno(), self.data[:65536])
+                        except BrokenPipeError:  # helm stopped reading (it failed early)
+                            written = len(self.data)
+                        self.data = self.data[written:]
+                        if not len(self.data):
+                            selector.unregister(stream)
+                            stream.close()
+                        continue
+                    chunk = os.read(stream.fileno(), 65536)
+                    if not chunk:
+                        selector.unregister(stream)
+                        self.emit(stream, final=True)
+                        stream.close()
+                        continue
+                    self.buffers[stream] += chunk
+                    self.emit(stream)
