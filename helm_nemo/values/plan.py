@@ -13,23 +13,21 @@ import copy
 import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from helm_nemo import resources
+from helm_nemo.values.recipe import (ReleaseName, json_path, load_all, problem, real_path, recipe_shape, release_name,
+                                     release_names, release_problems, release_values)
 
-# Keys of a recipe file (a file with `releases:`) and of each of its releases.
-RECIPE_KEYS = {"recipe", "description", "releases"}
-RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version"}
+__all__ = ["ReleasePlan", "ReleaseName", "build_plans", "release_names", "load_all", "helm_values_json",
+           "chart_schema", "chart_defaults", "merge_values"]
+
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
 TARGET_SECTIONS = ("slurm",)
-# helm's release names: DNS-1123 labels of at most 53 characters (names derived from them get suffixes).
-RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-MAX_RELEASE_NAME = 53
 CHART_KIND = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-COMMAND_LINE = "command line"  # the "file" of a problem with a command-line argument
 
 
 @dataclass
@@ -65,18 +63,6 @@ class ReleasePlan:
         return released_local_chart(self.chart.rstrip("/").rsplit("/", 1)[-1], self.chart_version)
 
 
-@dataclass
-class ReleaseName:
-    """What uninstall needs of a release: its name and where it is written."""
-
-    release: str
-    source: Path
-    sources: list[Path] = field(default_factory=list)
-
-    def values_flags(self) -> str:
-        return " ".join(f"--values {path}" for path in (self.sources or [self.source]))
-
-
 def released_local_chart(name: str, version: str | None) -> Path | None:
     from helm_nemo.generate.versions import load_lock, read_chart
 
@@ -95,29 +81,11 @@ def local_chart_path(kind: str, accelerator: str | None) -> Path:
     return charts / accelerator / kind if accelerator else charts / kind
 
 
-def _problem(loaded, where: tuple, message: str, expected: str | None = None, hint: str | None = None,
-             shown: tuple | None = None):
-    """A Problem at `where` in the file that wrote it; `shown`: the JSON path to print, when not `where`."""
-    from helm_nemo.user_errors import Problem
-
-    line, column = loaded.position(where)
-    return Problem(
-        file=str(loaded.file_of(where)), line=line, column=column, json_path=json_path(where if shown is None else shown),
-        message=message, expected=expected, hint=hint,
-    )
-
-
 class FileBudget:
     """Bytes read through `files:` in one run (all releases): at most paths.MAX_TOTAL_BYTES."""
 
     def __init__(self) -> None:
         self.used = 0
-
-
-def json_path(parts: tuple) -> str:
-    from helm_nemo.user_errors import json_path as render
-
-    return render(parts)
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -145,27 +113,27 @@ def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, root: Path | N
         try:
             target = inside(base, rel, root or base, what="file")
         except PathRefused as refused:
-            problems.append(_problem(loaded, where, str(refused), hint=refused.hint))
+            problems.append(problem(loaded, where, str(refused), hint=refused.hint))
             continue
         limit = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - budget.used)
         try:
             raw = read_regular(target, limit)
             text = raw.decode("utf-8")
         except FileNotFoundError:
-            problems.append(_problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
+            problems.append(problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
                                      hint="paths are relative to the values file"))
             continue
         except PathRefused as refused:
             if refused.too_large and limit < MAX_FILE_BYTES:
                 refused = PathRefused(f"would take the files of this run over {MAX_TOTAL_BYTES // 2**20} MiB together",
                                       hint="keep large data in a bucket or a volume")
-            problems.append(_problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
             continue
         except UnicodeDecodeError as err:
-            problems.append(_problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text ({err.reason} at byte {err.start})"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text ({err.reason} at byte {err.start})"))
             continue
         except OSError as err:
-            problems.append(_problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
             continue
         budget.used += len(raw)
         _set_dotted(values, key, text)
@@ -242,7 +210,7 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
             return chart_override, kind, accelerator
         kind = chart_override  # a chart kind name
     if not kind:
-        raise UserError(_problem(loaded, where, "which chart? the values name no `chart`",
+        raise UserError(problem(loaded, where, "which chart? the values name no `chart`",
                                  expected="chart: jobset (or nemo-training, supervisor, gcs-fuse, fsx-lustre) and accelerator: <id>",
                                  hint="or pass --chart PATH|oci://…|KIND"))
     if not chart_override and ("/" in kind or kind.startswith((".", "~"))):
@@ -251,12 +219,12 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         try:
             folder = inside(base, kind, root or base, what="chart folder")
         except PathRefused as refused:
-            raise UserError(_problem(loaded, at, str(refused), hint=refused.hint)) from None
+            raise UserError(problem(loaded, at, str(refused), hint=refused.hint)) from None
         if not (folder / "Chart.yaml").is_file():
-            raise UserError(_problem(loaded, at, f"chart folder {kind!r} has no Chart.yaml ({folder})"))
+            raise UserError(problem(loaded, at, f"chart folder {kind!r} has no Chart.yaml ({folder})"))
         return str(folder), "", accelerator
     if not CHART_KIND.fullmatch(kind):
-        raise UserError(_problem(loaded, real(("chart",)), f"chart {kind!r} is neither a chart kind nor a folder path",
+        raise UserError(problem(loaded, real(("chart",)), f"chart {kind!r} is neither a chart kind nor a folder path",
                                  expected="a chart kind (jobset, nemo-training, supervisor, gcs-fuse, fsx-lustre) or "
                                           "./a/chart/folder next to the values file"))
     charts = resources.charts_dir()
@@ -266,13 +234,13 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
     else:
         have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
         if not have:
-            raise UserError(_problem(loaded, real(("chart",)), f"no chart {kind!r}",
+            raise UserError(problem(loaded, real(("chart",)), f"no chart {kind!r}",
                                      hint=f"charts live in {charts}"))
         if not accelerator:
-            raise UserError(_problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
+            raise UserError(problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
                                      expected="accelerator: " + " | ".join(have), hint="add `accelerator:` to the values file"))
         if accelerator not in have:
-            raise UserError(_problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
+            raise UserError(problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
                                      expected=" | ".join(have)))
         path = charts / accelerator / kind
     return str(path), kind, accelerator
@@ -320,49 +288,14 @@ def _from_repository(loaded, where: tuple, chart: str, version: str | None, repo
     from helm_nemo.user_errors import UserError
 
     if not repo.startswith("oci://"):
-        raise UserError(_problem(loaded, where, f"chart repository {repo!r} is not an oci:// reference",
+        raise UserError(problem(loaded, where, f"chart repository {repo!r} is not an oci:// reference",
                                  expected="HELM_NEMO_CHART_REPO=oci://HOST/PATH (or --chart-repo)"))
     shipped = read_chart(Path(chart))
     version = version or shipped.version
     if version == shipped.version and load_lock().get(shipped.name, {}).get(version) != shipped.digest:
-        raise UserError(_problem(loaded, where, f"chart {shipped.name} {version} is not released, so no repository "
+        raise UserError(problem(loaded, where, f"chart {shipped.name} {version} is not released, so no repository "
                                  "holds it", hint="unset HELM_NEMO_CHART_REPO / --chart-repo to use the shipped chart"))
     return f"{repo.rstrip('/')}/{shipped.name}", version
-
-
-def _real(prefix: tuple, origin: dict[str, tuple]):
-    """Where a path of a release's values is written: most under `prefix`, a recipe's release-level keys
-    (`origin`: key -> its path) elsewhere."""
-
-    def real(rel: tuple) -> tuple:
-        return origin[rel[0]] + tuple(rel[1:]) if rel and rel[0] in origin else prefix + tuple(rel)
-
-    return real
-
-
-def release_name_problem(name: Any, where: str) -> str | None:
-    """Why `name` cannot be a helm release name (None when it can); `where` says where it was written."""
-    if not isinstance(name, str) or not RELEASE_NAME.fullmatch(name):
-        return (f"release name {name!r} ({where}) is not a DNS-1123 label: lower-case letters, digits and '-', "
-                "starting and ending with a letter or digit")
-    if len(name) > MAX_RELEASE_NAME:
-        return f"release name {name!r} ({where}) is {len(name)} characters, more than {MAX_RELEASE_NAME}"
-    return None
-
-
-def _release_name(loaded, data: dict[str, Any], prefix: tuple, release: str | None, real) -> tuple[str, list]:
-    """The release's name (command line first, else `release:`) and the problem with it, if any."""
-    from helm_nemo.user_errors import Problem, UserError
-
-    name = release or data.get("release")
-    if not name:
-        raise UserError(_problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
-                                 hint="or give it on the command line: helm nemo install NAME --values …"))
-    if release:
-        why = release_name_problem(release, "from the command line")
-        return name, [Problem(COMMAND_LINE, None, None, "$", why, hint="helm refuses it")] if why else []
-    why = release_name_problem(name, "from the values")
-    return name, [_problem(loaded, real(("release",)), why, shown=("release",), hint="helm refuses it")] if why else []
 
 
 def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
@@ -370,14 +303,14 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
               root: Path | None = None, budget: FileBudget | None = None) -> tuple[ReleasePlan, list]:
     from helm_nemo.user_errors import raise_if_problems
 
-    real = _real(prefix, origin or {})
+    real = real_path(prefix, origin or {})
     raise_if_problems(_shape_problems(loaded, data, prefix, real), title=f"{loaded.label}: values helm nemo cannot use:")
     sections = {key: data.pop(key) for key in TARGET_SECTIONS if key in data}
     problems = read_file_refs(loaded, data, prefix, root, budget)
     chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real, root)
     if chart_repo and not chart.startswith("oci://") and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve()):
         chart, version = _from_repository(loaded, prefix, chart, version, chart_repo)
-    name, name_problems = _release_name(loaded, data, prefix, release, real)
+    name, name_problems = release_name(loaded, data, prefix, release, real)
     problems += name_problems
     plan = ReleasePlan(release=name, chart_kind=kind or "", accelerator=accelerator, chart=chart,
                        chart_version=version, values=data, source=loaded.path, json_prefix=prefix,
@@ -402,30 +335,6 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
     return plan, problems
 
 
-def load_all(paths: str | Path | Sequence[str | Path]) -> Any:
-    """One or several values files (`-` is stdin), merged like helm's `-f a -f b`; a recipe stands alone."""
-    from helm_nemo.user_errors import UserError
-    from helm_nemo.values.load import load_values, merge_loaded
-
-    names = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    if sum(1 for name in names if str(name) == "-") > 1:
-        raise UserError(_command_line("stdin (-f -) can be read once only"))
-    parts = [load_values(name) for name in names]
-    if len(parts) > 1:
-        for part in parts:
-            if "releases" in part.data:
-                raise UserError(_problem(part, ("releases",), "a recipe file (with `releases:`) cannot be merged "
-                                         "with other --values files", hint="give the recipe alone, or put the "
-                                         "changes into the values of its releases"))
-    return merge_loaded(parts)
-
-
-def _command_line(message: str, hint: str | None = None):
-    from helm_nemo.user_errors import Problem
-
-    return Problem(COMMAND_LINE, None, None, "$", message, hint=hint)
-
-
 def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
                 release: str | None = None, chart: str | None = None, version: str | None = None,
                 chart_repo: str | None = None, root: str | Path | None = None) -> list[ReleasePlan]:
@@ -435,7 +344,7 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
     folder `files:` and `chart:` paths must stay inside (default: each file's own folder);
     `chart_repo` (default: $HELM_NEMO_CHART_REPO): charts named by kind come from that OCI repository."""
     from helm_nemo.values.substitute import substitute
-    from helm_nemo.user_errors import UserError, raise_if_problems
+    from helm_nemo.user_errors import raise_if_problems
 
     loaded = load_all(path)
     env = os.environ if env is None else env
@@ -450,23 +359,23 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
         raise_if_problems(problems, title=f"{loaded.label}: values do not fit chart {plan.chart}:")
         plan.substitution = substituted
         return [plan]
-    _recipe_shape(loaded, data, release)
+    recipe_shape(loaded, data, release)
     plans, problems, seen = [], [], {}
     for index, item in enumerate(data["releases"]):
         where = ("releases", index)
-        found = _release_problems(loaded, item, where)
+        found = release_problems(loaded, item, where)
         if found is None:
-            problems.append(_problem(loaded, where, "each release is a mapping"))
+            problems.append(problem(loaded, where, "each release is a mapping"))
             continue
         problems += found
         if item.get("values") is not None and not isinstance(item["values"], dict):
             continue
-        values, origin = _release_values(item, where)
+        values, origin = release_values(item, where)
         plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
                                 version=item.get("version"), origin=origin, chart_repo=chart_repo, root=root,
                                 budget=budget)
         if plan.release in seen:
-            found.append(_problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
+            found.append(problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
         seen[plan.release] = index
         plans.append(plan)
         problems += found
@@ -474,100 +383,6 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
     for plan in plans:
         plan.substitution = substituted
     return plans
-
-
-def _recipe_shape(loaded, data: dict[str, Any], release: str | None) -> None:
-    from helm_nemo.user_errors import UserError
-
-    unknown = sorted(set(data) - RECIPE_KEYS)
-    if unknown:
-        raise UserError(_problem(loaded, (unknown[0],), f"unknown recipe key {unknown[0]!r}",
-                                 expected=", ".join(sorted(RECIPE_KEYS))))
-    releases = data.get("releases") or []
-    if not isinstance(releases, list) or not releases:
-        raise UserError(_problem(loaded, ("releases",), "`releases` must be a non-empty list"))
-    if release and len(releases) > 1:
-        raise UserError(_problem(loaded, ("releases",), "a release name on the command line fits a one-release file only"))
-
-
-def _release_problems(loaded, item: Any, where: tuple) -> list | None:
-    """A recipe release's own keys: unknown ones, `values` not a mapping, a release-level chart/accelerator/
-    release that its values contradict. None when the release is not a mapping at all."""
-    if not isinstance(item, dict):
-        return None
-    problems = [_problem(loaded, where + (key,), f"unknown release key {key!r}", expected=", ".join(sorted(RELEASE_KEYS)))
-                for key in sorted(set(item) - RELEASE_KEYS)]
-    values = item.get("values")
-    if values is not None and not isinstance(values, dict):
-        problems.append(_problem(loaded, where + ("values",), "the values of a release must be a mapping",
-                                 expected="values: {key: value, …}"))
-        return problems
-    for key in ("chart", "accelerator", "release"):
-        inner = (values or {}).get(key)
-        if item.get(key) is not None and inner is not None and inner != item[key]:
-            line, _ = loaded.position(where + ("values", key))
-            problems.append(_problem(loaded, where + (key,), f"{key} {item[key]!r} conflicts with {key} {inner!r} in "
-                                     f"the release's values (line {line})",
-                                     hint=f"keep one of them (both must name the same {key})"))
-    return problems
-
-
-def _release_values(item: dict[str, Any], where: tuple) -> tuple[dict[str, Any], dict[str, tuple]]:
-    """A recipe release's values with its release-level chart/accelerator/release filled in, and where each
-    of those is written."""
-    values = dict(item.get("values") or {})
-    origin = {}
-    for key in ("chart", "accelerator", "release"):
-        if item.get(key) is not None and key not in values:
-            values[key] = item[key]
-            origin[key] = where + (key,)
-    return values, origin
-
-
-def release_names(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
-                  release: str | None = None) -> list[ReleaseName]:
-    """What uninstall needs: every release's name, and nothing else. Only the strings that give a name are
-    substituted (a variable only install needs may be unset); no file is read, no chart resolved."""
-    from helm_nemo.user_errors import UserError, raise_if_problems
-    from helm_nemo.values.substitute import substitute
-
-    loaded = load_all(path)
-    data = loaded.data
-    recipe = "releases" in data
-    if recipe:
-        _recipe_shape(loaded, data, release)
-        wanted: dict[str, Any] = {"releases": [_names_of(item) for item in data["releases"]]}
-    else:
-        wanted = {"release": data["release"]} if "release" in data else {}
-    named = substitute(replace(loaded, data=wanted), os.environ if env is None else env).data
-    out, problems = [], []
-    for index, item in enumerate(named["releases"] if recipe else [named]):
-        where = ("releases", index) if recipe else ()
-        if item is None:
-            problems.append(_problem(loaded, where, "each release is a mapping"))
-            continue
-        problems += _release_problems(loaded, item, where) if recipe else []
-        values, origin = _release_values(item, where) if recipe else (item, {})
-        prefix = where + ("values",) if recipe else ()
-        try:
-            name, found = _release_name(loaded, values, prefix, release, _real(prefix, origin))
-        except UserError as err:  # no name: reported with the others
-            problems += err.problems
-            continue
-        problems += found
-        out.append(ReleaseName(release=name, source=loaded.path, sources=list(loaded.paths)))
-    raise_if_problems(problems, title=f"{loaded.label}: {len(problems)} problem(s):")
-    return out
-
-
-def _names_of(item: Any) -> dict[str, Any] | None:
-    """The parts of a recipe release that name it (`release:` and `values.release`), or None for a non-mapping."""
-    if not isinstance(item, dict):
-        return None
-    out = {"release": item["release"]} if "release" in item else {}
-    if isinstance(item.get("values"), dict) and "release" in item["values"]:
-        out["values"] = {"release": item["values"]["release"]}
-    return out
 
 
 def helm_values_json(plan: ReleasePlan) -> str:
