@@ -9,16 +9,13 @@ unified diff. Nothing is printed for a release without differences.
 
 from __future__ import annotations
 
-import base64
 import difflib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from helm_nemo.diff.objects import ObjectDiff, plain
-
-MASK = "***"
-_SHORT = 3  # secrets shorter than this are masked only where they are a whole value
+from helm_nemo.secrets import MASK, Masker as SecretMasker
 _INLINE = 100  # a value longer than this (as JSON) goes on its own lines
 
 
@@ -35,30 +32,9 @@ class ReleaseDiff:
         return bool(self.objects)
 
 
-class Masker:
-    """Replaces the values of secret-looking environment variables (and their base64) with ***."""
-
-    def __init__(self, secrets: Iterable[str] = (), enabled: bool = True):
-        found = {s for s in secrets if s} if enabled else set()
-        encoded = {base64.b64encode(s.encode()).decode() for s in found if len(s) >= _SHORT}
-        self.whole = found | encoded
-        self.parts = sorted((s for s in self.whole if len(s) >= _SHORT), key=len, reverse=True)
-
-    def text(self, value: str) -> str:
-        if value in self.whole:
-            return MASK
-        for secret in self.parts:
-            value = value.replace(secret, MASK)
-        return value
-
-    def value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
-        return value
+class Masker(SecretMasker):
+    """helm_nemo.secrets.Masker (each value, its escaped and base64 forms as ***; a short one only as a whole
+    or quoted value), as `helm nemo diff` uses it: `hides` says whether a value holds one."""
 
     def hides(self, value: Any) -> bool:
         return self.value(value) != value
