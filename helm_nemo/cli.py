@@ -46,7 +46,7 @@ def _fail(err: Exception) -> None:
         _say(_traceback(err))
     if isinstance(err, Interrupted):
         stopped = f" (helm stopped, exit {err.returncode})" if err.returncode is not None else ""
-        _say(f"helm nemo: {err.name} received; stopped{stopped}. Nothing was installed.")
+        _say(f"helm nemo: {err.name} received; stopped{stopped}. Nothing further was started.")
         sys.exit(err.exit_code)
     if isinstance(err, UserError):
         if not _debug():
@@ -340,7 +340,7 @@ def _release_command(body=None, *, names_only: bool = False):
     @click.pass_context
     def command(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
         from helm_nemo import secrets
-        from helm_nemo.actions.process import forwarding_signals
+        from helm_nemo.actions.process import Interrupted, forwarding_signals, received
 
         with secrets.collecting(show=show_secrets), forwarding_signals():
             try:
@@ -354,6 +354,8 @@ def _release_command(body=None, *, names_only: bool = False):
 
                 mark("values: load, substitute, schema")
                 code = body(plans, _extra(ctx, namespace), **options)
+                if received() is not None and not code:  # a signal no helm call was there to report
+                    raise Interrupted(received())
             except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
                 _fail(err)
         sys.exit(code)
@@ -384,9 +386,8 @@ def template(plans, extra, skip_manifest_validation, target):
     from helm_nemo.actions import releases
 
     if target == "slurm":
-        from helm_nemo.targets import slurm_cli
-
         from helm_nemo import secrets
+        from helm_nemo.targets import slurm_cli
 
         return slurm_cli.template(plans, extra, show_secrets=not secrets.masking())  # --show-secrets
 

@@ -287,7 +287,7 @@ def test_nemo_schema_error_exits_2_and_sends_nothing(helm, kube, env, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(RECIPE.read_text().replace("gpus: 432", "gpus: 430"))
     shutil.copytree(RECIPE.parent / "launchers", tmp_path / "launchers")
-    for verb in ("install", "uninstall", "upgrade"):
+    for verb in ("install", "upgrade"):
         proc = nemo([verb, "--values", str(bad), "-n", "ml-team"], env)
         assert proc.returncode == 2, proc.stderr
         assert re.search(rf"{re.escape(str(bad))}:\d+:\d+: \$\.workload\.gpus: 430 ", proc.stderr)
@@ -295,6 +295,9 @@ def test_nemo_schema_error_exits_2_and_sends_nothing(helm, kube, env, tmp_path):
     proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], {**env, "GCS_BUCKET": "b"})
     assert proc.returncode == 2 and "bucketName" in proc.stderr
     assert kube.requests == []
+    # uninstall reads the release names only (issue 16): the schema error is not its business
+    proc = nemo(["uninstall", "--values", str(bad), "-n", "ml-team"], env)
+    assert proc.returncode == 1 and "no release of" in proc.stderr and "Nothing was sent" not in proc.stderr
 
 
 def test_nemo_install_failure_stops_and_says_what_is_installed(helm, kube, env):

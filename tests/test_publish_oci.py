@@ -187,7 +187,7 @@ def test_template_from_oci_renders_like_local(helm, published, tmp_path):
     recipe = yaml.safe_load((ROOT / "values/examples/a3ultra-405b.yaml").read_text())
     release = next(r for r in recipe["releases"] if r["chart"] == "jobset")
     values = {"release": release["release"], "chart": "jobset", "accelerator": "a3ultra", **release["values"]}
-    values["files"] = {k: str(ROOT / "values/examples" / v) for k, v in values.get("files", {}).items()}
+    shutil.copytree(ROOT / "values/examples/launchers", tmp_path / "launchers")  # files: stay next to the values
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump(values, sort_keys=False))
     env = {"KUEUE_NAME": "team-queue", "GCS_BUCKET": "my-bucket", "PROJECT_ID": "my-project"}
