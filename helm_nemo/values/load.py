@@ -290,7 +290,6 @@ class _Builder:
         self.loaded = loaded
         self.constructor = yaml.constructor.SafeConstructor()
         self.problems: list[Problem] = []
-        self.nodes = 0
 
     def problem(self, mark, where: tuple, message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
@@ -339,12 +338,7 @@ class _Builder:
     def convert(self, node, where: tuple) -> Any:
         import yaml
 
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise UserError(Problem(str(self.loaded.path), node.start_mark.line + 1, node.start_mark.column + 1,
-                                    json_path(where), f"more than {MAX_NODES} values after expanding aliases",
-                                    hint="a values file this large is almost certainly an alias bomb"))
-        loaded = self.loaded
+        loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             first: dict[str, tuple[int, int]] = {}
