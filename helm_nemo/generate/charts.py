@@ -104,9 +104,10 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
     """Schema of the .Values.network keys a profile adds (plugin/daemon image, build type, ...)."""
     network = profile.get("network", {})
     props: dict[str, Any] = {}
-    for part, what in (("pluginInstaller", "NCCL plugin installer image"), ("daemonSidecar", "network daemon sidecar image")):
+    for part, what, ref in (("pluginInstaller", "NCCL plugin installer image; null: no installer", "optionalImage"),
+                            ("daemonSidecar", "network daemon sidecar image (pinned)", "image")):
         if network.get(part):
-            props[network[part]["valuesKey"]] = {"$ref": "#/definitions/image", "description": what + " (pinned)."}
+            props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
         props[key] = {"type": "integer" if isinstance(value, int) else "string"}
     return props
@@ -119,7 +120,9 @@ def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
         extra = network_value_properties(profile)
         if extra:
             schema["properties"]["network"]["properties"].update(extra)
-            schema.setdefault("definitions", {}).setdefault("image", bundle("definitions.schema.json", None)["definitions"]["image"])
+            shared = bundle("definitions.schema.json", None)["definitions"]
+            for ref in {p["$ref"].rsplit("/", 1)[-1] for p in extra.values() if "$ref" in p}:
+                schema.setdefault("definitions", {}).setdefault(ref, shared[ref])
             schema["definitions"] = dict(sorted(schema["definitions"].items()))
     return schema
 
@@ -183,7 +186,8 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
     profiles = load_profiles(root / "values" / "accelerators")
     out: dict[str, bytes] = {}
     for spec in load_chart_specs(generator_dir):
-        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds] if spec.per_accelerator else [None]
+        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])] \
+            if spec.per_accelerator else [None]
         for profile in targets:
             for rel, data in render_chart(env, generator_dir, spec, profile, profiles).items():
                 out[f"{_chart_dir(spec, profile)}/{rel}"] = data

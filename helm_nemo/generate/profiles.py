@@ -47,6 +47,11 @@ _OPTIONAL = {
     "resiliency": {},
     "gcsfuseSidecarLimits": None,
     "kueueQueueHint": None,
+    "chartKinds": None,
+    "requiredNodeAffinity": [],
+    "resourceClaims": [],
+    "workloadSecurity": {},
+    "workloadEnv": [],
 }
 _OPTIONAL_NETWORK = {
     "extraValues": {},
@@ -56,6 +61,9 @@ _OPTIONAL_NETWORK = {
     "daemonSidecar": None,
     "ncclExportsAfterInit": [],
     "workloadPrelude": [],
+    "hostIPCDefault": False,
+    "ncclInitHook": True,
+    "workloadSetup": "",
 }
 
 
@@ -64,7 +72,8 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
     out["network"] = {**_OPTIONAL_NETWORK, **profile["network"]}
     installer = out["network"]["pluginInstaller"]
     if installer is not None:
-        out["network"]["pluginInstaller"] = {"envFromValues": [], "args": [], **installer}
+        out["network"]["pluginInstaller"] = {"envFromValues": [], "args": [], "env": [], "enabledByDefault": True, **installer}
+    out["workloadSecurity"] = {"privileged": "hostNetwork", "capabilities": [], **out["workloadSecurity"]}
     daemon = out["network"]["daemonSidecar"]
     if daemon is not None:
         out["network"]["daemonSidecar"] = {"env": [], **daemon}

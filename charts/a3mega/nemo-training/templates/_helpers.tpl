@@ -56,6 +56,114 @@ helm-nemo.dev/accelerator: a3mega
 {{- if and .Values.workload.enable_local_ckpt (not .Values.volumes.ssdMountPath) -}}
 {{- fail "workload.enable_local_ckpt needs volumes.ssdMountPath" -}}
 {{- end -}}
+{{- if and .Values.workload.enable_local_ckpt .Values.workload.enable_ckpt_cleaner .Values.workload.local_ckpt_dir -}}
+{{- fail "workload.enable_local_ckpt and workload.enable_ckpt_cleaner both run a ckpt-cleaner sidecar: choose one" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The run's identity (JSON): timestamp = workload.jobTimestamp (helm nemo install sets the install
+     time), else the clock at render time; identifier = workload.jobIdentifier, else <name>-<timestamp>.
+     A plain `helm install` and `helm nemo install` thus get a new JOB_IDENTIFIER (log, checkpoint and
+     experiment directories, run names) on every install; a render is deterministic once the values set
+     the timestamp (or the identifier, to resume an earlier run's directories). */}}
+{{- define "nemo.run" -}}
+{{- $timestamp := .Values.workload.jobTimestamp | default (now | date "2006-01-02-15-04-05") -}}
+{{- $identifier := .Values.workload.jobIdentifier | default (printf "%s-%s" (include "nemo.name" .) $timestamp) -}}
+{{- dict "timestamp" $timestamp "identifier" $identifier | toJson -}}
+{{- end -}}
+
+{{/* Pod nodeSelector: the accelerator's node labels, then .Values.nodeSelector and workload.nodeSelector
+     (the two places gpu-recipes copies read). A value may repeat a profile label, never contradict it. */}}
+{{- define "nemo.nodeSelector" -}}
+{{- $selector := dict "cloud.google.com/gke-accelerator" "nvidia-h100-mega-80gb"  -}}
+{{- $profile := deepCopy $selector -}}
+{{- range $source := list (.Values.nodeSelector | default dict) ((.Values.workload | default dict).nodeSelector | default dict) -}}
+{{- range $k, $v := $source -}}
+{{- if and (hasKey $profile $k) (ne (toString $v) (get $profile $k)) -}}
+{{- fail (printf "nodeSelector %s=%s contradicts the A3 Mega nodes' label %s=%s (this chart is for A3 Mega)" $k (toString $v) $k (get $profile $k)) -}}
+{{- end -}}
+{{- $_ := set $selector $k (toString $v) -}}
+{{- end -}}
+{{- end -}}
+{{- if $selector }}{{ toYaml $selector }}{{ end -}}
+{{- end -}}
+
+{{/* Pod affinity: .Values.affinity (passed through), with the required node terms ANDed into every
+     nodeSelectorTerm: the accelerator's own, targetNodes (In), avoidNodes (NotIn), targetNodepools. */}}
+{{- define "nemo.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) -}}
+{{- $exprs := list -}}
+{{- with .Values.targetNodes }}{{ $exprs = append $exprs (dict "key" "kubernetes.io/hostname" "operator" "In" "values" .) }}{{ end -}}
+{{- with .Values.avoidNodes }}{{ $exprs = append $exprs (dict "key" "kubernetes.io/hostname" "operator" "NotIn" "values" .) }}{{ end -}}
+{{- with .Values.targetNodepools }}{{ $exprs = append $exprs (dict "key" "cloud.google.com/gke-nodepool" "operator" "In" "values" .) }}{{ end -}}
+{{- if $exprs -}}
+{{- $node := get $affinity "nodeAffinity" | default dict -}}
+{{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default dict -}}
+{{- $terms := get $required "nodeSelectorTerms" | default (list dict) -}}
+{{- $merged := list -}}
+{{- range $term := $terms -}}
+{{- $term = deepCopy $term -}}
+{{- $_ := set $term "matchExpressions" (concat (get $term "matchExpressions" | default list) $exprs) -}}
+{{- $merged = append $merged $term -}}
+{{- end -}}
+{{- $_ := set $required "nodeSelectorTerms" $merged -}}
+{{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
+{{- $_ := set $affinity "nodeAffinity" $node -}}
+{{- end -}}
+{{- if $affinity }}{{ toYaml $affinity }}{{ end -}}
+{{- end -}}
+
+{{/* A string as a YAML value that holds exactly that string and cannot end early: a literal block with
+     an explicit indentation indicator (so no line of the text can dedent out of it) and keep/strip
+     chomping (so trailing newlines are exact), or a JSON string when the text holds characters a block
+     cannot carry (carriage returns, control characters, Unicode line separators) or only newlines.
+     (list TEXT COLUMN): COLUMN is the column of the key the value belongs to. The caller ends the line. */}}
+{{- define "nemo.text" -}}
+{{- $text := index . 0 | toString -}}
+{{- $column := index . 1 | int -}}
+{{- $body := regexReplaceAll `\n+\z` $text "" -}}
+{{- $trailing := sub (len $text) (len $body) | int -}}
+{{- if or (not $body) (regexMatch `[\x00-\x08\x0b-\x1f\x7f\x{85}\x{2028}\x{2029}\x{feff}]|(?m)^[ \t]+$` $text) -}}
+{{- toJson $text -}}
+{{- else -}}
+|2{{ if $trailing }}+{{ else }}-{{ end }}
+{{ $body | indent (add $column 2 | int) }}{{ repeat (sub $trailing 1 | int | max 0 | int) "\n" }}
+{{- end -}}
+{{- end -}}
+
+{{/* The launcher's arguments as a YAML list: the shell's $0 ("workload"), then workload.defaultArguments
+     and workload.arguments (a single string counts as one value). */}}
+{{- define "nemo.launcherArgs" -}}
+{{- $w := .Values.workload -}}
+{{- $out := list "workload" -}}
+{{- range $key := list "defaultArguments" "arguments" -}}
+{{- $v := get $w $key -}}
+{{- if kindIs "slice" $v }}{{ range $v }}{{ $out = append $out (toString .) }}{{ end -}}
+{{- else if not (kindIs "invalid" $v) }}{{ $out = append $out (toString $v) }}{{ end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* "true" when the values use gpu-recipes' storage dialect (the A4 Llama 3 70B NeMo 25.07 recipe chart):
+     workload.enable_dataloading, enable_ckpt_load, enable_ckpt_write, ckpt_write_interval, step_count,
+     restore_path, token_path or dataset_path present. */}}
+{{- define "nemo.storageDialect" -}}
+{{- $w := .Values.workload | default dict -}}
+{{- range $key := list "enable_dataloading" "enable_ckpt_load" "enable_ckpt_write" "ckpt_write_interval" "step_count" "restore_path" "token_path" "dataset_path" -}}
+{{- if hasKey $w $key }}true{{ break }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when volumes.pvcMounts[i] is mounted: always, except in the storage dialect, where claim 0 is
+     the data (workload.enable_dataloading) and claim 1 the checkpoints (enable_ckpt_load/write). (list ROOT i) */}}
+{{- define "nemo.pvcMounted" -}}
+{{- $root := index . 0 -}}
+{{- $i := index . 1 | int -}}
+{{- $w := $root.Values.workload | default dict -}}
+{{- if not (include "nemo.storageDialect" $root) }}true
+{{- else if and (eq $i 0) $w.enable_dataloading }}true
+{{- else if and (eq $i 1) (or $w.enable_ckpt_load $w.enable_ckpt_write) }}true
+{{- end -}}
 {{- end -}}
 
 {{/* Volume name for the i-th item: a DNS label derived from a prefix, the index and the source name. */}}

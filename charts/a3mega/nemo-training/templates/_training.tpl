@@ -1,17 +1,11 @@
 {{/* Helpers of the nemo-training chart (the shared ones are in _helpers.tpl). */}}
 
-{{/* JOB_IDENTIFIER = experiment version: the Job name, plus workload.jobTimestamp when given. */}}
-{{- define "nemo.training.jobIdentifier" -}}
-{{- $name := include "nemo.name" . -}}
-{{- with .Values.workload.jobTimestamp }}{{ printf "%s-%s" $name . }}{{ else }}{{ $name }}{{ end -}}
-{{- end -}}
-
 {{/* Where the GCS FUSE mount of workload.gcsBucketForDataCataPath lands. */}}
 {{- define "nemo.training.bucketMountPath" -}}/gcs{{- end -}}
 
 {{/* Root of the experiment results: experimentRootDir, else the bucket mount, else /tmp. */}}
 {{- define "nemo.training.experimentRootDir" -}}
-{{- if .Values.workload.experimentRootDir }}{{ .Values.workload.experimentRootDir | trimSuffix "/" }}
+{{- if (.Values.workload.experimentRootDir | default .Values.workload.experiment_dir) }}{{ .Values.workload.experimentRootDir | default .Values.workload.experiment_dir | trimSuffix "/" }}
 {{- else if .Values.workload.gcsBucketForDataCataPath }}{{ include "nemo.training.bucketMountPath" . }}
 {{- else }}/tmp{{ end -}}
 {{- end -}}
@@ -95,7 +89,7 @@
 {{- end -}}
 {{- $out := dict "enabled" $enabled "startStep" $start "endStep" $end "ranks" (printf "[%s]" (join "," $rankWords)) -}}
 {{- $_ := set $out "nodes" (join " " $nodeWords) -}}
-{{- $_ := set $out "outputDir" ($p.outputDir | default "${explicit_log_dir}" | trimSuffix "/") -}}
+{{- $_ := set $out "outputDir" ($p.outputDir | default "" | trimSuffix "/") -}}
 {{- $_ := set $out "trace" ($p.trace | default "cuda,nvtx") -}}
 {{- $_ := set $out "extraArgs" ($p.extraArgs | default list) -}}
 {{- $_ := set $out "overrides" $overrides -}}
