@@ -351,6 +351,7 @@ def normalize_render(docs: list[dict], release: str) -> list[dict]:
                 command = c.get("command")
                 if isinstance(command, list) and command and isinstance(command[-1], str):
                     command[-1] = _drop_final_continuation(command[-1])
+                _drop_expand_function(c)
                 _launcher_words(c)
                 _resource_defaults(c)
             for key in ("hostNetwork", "hostIPC", "hostPID"):
@@ -374,15 +375,15 @@ def _launcher_words(container: dict) -> None:
     `launcher-args-as-argv`). Both forms become: the argument lines and echoes replaced by one canonical
     line, and `launcherWords` = every value split at white space, unexpanded. The words are compared."""
     command = container.get("command")
-    if not (isinstance(command, list) and len(command) == 3 and isinstance(command[2], str)):
-        return
+    if "launcherWords" in container or not (isinstance(command, list) and len(command) == 3 and isinstance(command[2], str)):
+        return  # already normalised (a stored fixture) or not a workload script
     lines = command[2].split("\n")
     stripped = [ln.strip() for ln in lines]
     words: list[str] | None = None
     if any(ln == LAUNCHER + ' "${LAUNCHER_ARGS[@]}"' for ln in stripped):  # ours
         args = container.pop("args", None) or []
         words = [w for value in args[1:] for w in str(value).split()]
-        start = next((i for i, ln in enumerate(stripped) if ln == "nemo_expand() {"), None)
+        start = next((i for i, ln in enumerate(stripped) if ln == "LAUNCHER_ARGS=()"), None)
         end = _echo_block_end(stripped, start)
         if start is None or end is None:
             return
@@ -402,6 +403,22 @@ def _launcher_words(container: dict) -> None:
             lines = lines[:start] + [CANONICAL_ARGS] + lines[end + 1:]
     command[2] = "\n".join(lines)
     container["launcherWords"] = words
+
+
+def _drop_expand_function(container: dict) -> None:
+    """helm-nemo's scripts define `nemo_expand` (launcher-args-as-argv); a function definition does
+    nothing by itself (its calls are compared), so the definition is dropped before comparing."""
+    command = container.get("command")
+    if not (isinstance(command, list) and command and isinstance(command[-1], str)):
+        return
+    lines = command[-1].split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "nemo_expand() {"), None)
+    if start is None:
+        return
+    indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] == indent + "}"), None)
+    if end is not None:
+        command[-1] = "\n".join(lines[:start] + lines[end + 1:])
 
 
 def _echo_block_end(stripped: list[str], start: int | None) -> int | None:
@@ -721,6 +738,12 @@ def export_fixture(corpus: Path, cmd: Command, helm: Path, dest: Path) -> None:
     (dest / "source.txt").write_text("\n".join(lines) + "\n")
 
 
+def fixture_name(cmd: Command) -> str:
+    """training/a4x/llama3_70b/nemo-gke/nemo2602/64gpus-bf16-gbs256/README.md#2 -> a4x-llama3-70b-nemo-gke-nemo2602-64gpus-bf16-gbs256-2"""
+    path = re.sub(r"^(training|RL)/", "", cmd.readme).replace("/recipe/", "/").replace("/README.md", "")
+    return re.sub(r"[^a-z0-9]+", "-", f"{path}-{cmd.index}".lower()).strip("-")
+
+
 def _unique_name(dest: Path, name: str, taken: list) -> str:
     names = {n for n, _ in taken}
     base, n = name, 1
@@ -806,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
                     or (not c.problem and fnmatch.fnmatchcase(case_key(map_chart(corpus, c)), opts.only))]
     if opts.export_fixtures:
         for cmd in commands:
-            name = re.sub(r"[^a-z0-9.]+", "-", cmd.id.lower().replace("/readme.md#", "-")).strip("-")
+            name = fixture_name(cmd)
             export_fixture(corpus, cmd, opts.helm, opts.export_fixtures / name)
             print(f"exported {cmd.id} -> {opts.export_fixtures / name}")
         return 0

@@ -13,6 +13,13 @@ HELMS = {
     "helm3": Path(os.environ.get("HELM3", ROOT / ".tools/helm3/helm")),
     "helm4": Path(os.environ.get("HELM4", ROOT / ".tools/helm4/helm")),
 }
+# A fixed clock for `helm nemo template/install` (the run identity JOB_TIMESTAMP / JOB_IDENTIFIER they
+# stamp), so goldens are reproducible: 2026-01-01-00-00-00 UTC. Tests of per-run identity unset it.
+FIXED_EPOCH = "1767225600"
+os.environ.setdefault("SOURCE_DATE_EPOCH", FIXED_EPOCH)
+# The same time for plain `helm template` renders (the charts' workload.jobTimestamp).
+JOB_TIMESTAMP = "2026-01-01-00-00-00"
+
 # Pinned so renders do not depend on each binary's default (v1.32.0 on 3.17.2, v1.35.0 on 4.1.4).
 KUBE_VERSION = "1.32.0"
 API_VERSIONS = ["jobset.x-k8s.io/v1alpha2", "resource.nvidia.com/v1beta1", "kueue.x-k8s.io/v1beta1"]

@@ -78,7 +78,7 @@ def test_pvc_name_is_what_the_workload_mounts(helm):
     claim = out[("PersistentVolumeClaim", "gcs-checkpoints-pvc")]["metadata"]["name"]
     jobset = helm.template("run", ROOT / "charts/a3ultra/jobset", "--set", f"volumes.pvcMounts[0].claimName={claim}",
                            "--set", "volumes.pvcMounts[0].mountPath=/ckpt").stdout
-    assert f"claimName: {claim}" in jobset
+    assert f"claimName: \"{claim}\"" in jobset
 
 
 # Golden snapshots: the three parity fixtures with their own commands, plus every type with a dirPath in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,10 +66,12 @@ def test_jobset_named_after_release_and_render_is_deterministic(helm, acc):
 
 
 @pytest.mark.parametrize("acc", GKE)
-def test_job_timestamp_and_uuid_only_from_values(helm, acc):
+def test_job_timestamp_and_uuid(helm, acc):
+    """Per-run identity (tests/test_run_identity.py has more): the clock by default, values win."""
     js = jobset_of(helm.template("train", chart(acc), *BASE).stdout)
     env = env_of(workload(js))
-    assert "JOB_TIMESTAMP" not in env
+    assert re.fullmatch(r"\d{4}(-\d\d){5}", env["JOB_TIMESTAMP"])
+    assert env["JOB_IDENTIFIER"] == f"train-{env['JOB_TIMESTAMP']}"
     assert env["JOB_UUID"] == {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"}}
     js = jobset_of(
         helm.template(
@@ -78,6 +81,7 @@ def test_job_timestamp_and_uuid_only_from_values(helm, acc):
     )
     env = env_of(workload(js))
     assert env["JOB_TIMESTAMP"] == "2026-11-22-10-00-00"
+    assert env["JOB_IDENTIFIER"] == "train-2026-11-22-10-00-00"
     assert env["JOB_UUID"] == "2f2fb044-7b04-44f9-8bb1-9d0a56f8d6f0"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_golden
+from conftest import JOB_TIMESTAMP, assert_golden
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,11 +56,20 @@ def script(job: dict) -> str:
 
 
 def launch_words(job: dict) -> list[str]:
-    """The torchrun command line of the workload script, as the shell splits it (variables unexpanded)."""
+    """The torchrun command line of the workload script, as the shell splits it (variables unexpanded),
+    with "${HYDRA_ARGS[@]}" replaced by the Hydra arguments the script receives as "$@" (the args)."""
     text = script(job)
     start = text.index('OMP_NUM_THREADS=')
     end = text.index('\n\n', start)
-    return shlex.split(text[start:end].replace("\\\n", " "), posix=True)
+    words = shlex.split(text[start:end].replace("\\\n", " "), posix=True)
+    i = words.index("${HYDRA_ARGS[@]}")
+    return words[:i] + hydra_args(job) + words[i + 1:]
+
+
+def hydra_args(job: dict) -> list[str]:
+    args = container(job).get("args") or []
+    assert args[:1] == ["workload"], args  # $0 of the script
+    return args[1:]
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +120,7 @@ GOLDEN_CASES = ["parity-default", "parity-overrides"]
 def render_golden(helm, case: str, tmp_path: Path) -> str:
     if case.startswith("parity-"):
         cwd, args = parity_case(case.split("-", 1)[1])
-        return helm.template("parity", chart("a3mega"), *args, cwd=cwd).stdout
+        return helm.template("parity", chart("a3mega"), *args, "--set", f"workload.jobTimestamp={JOB_TIMESTAMP}", cwd=cwd).stdout
     _, args = example_values(case, tmp_path)
     return helm.template(case, chart(case.split("-")[0]), *args).stdout
 
@@ -222,11 +231,12 @@ def test_compute_domain_on_a4x_only(helm, nemo_config):
     assert "ComputeDomain" not in helm.template("train", chart("a4"), *base(nemo_config)).stdout
 
 
-def test_deterministic_and_identifier_from_values_only(helm, nemo_config):
-    first = helm.template("train", chart("a3mega"), *base(nemo_config)).stdout
-    assert first == helm.template("train", chart("a3mega"), *base(nemo_config)).stdout
+def test_deterministic_with_the_time_in_values(helm, nemo_config):
+    stamped = [*base(nemo_config), "--set", "workload.jobTimestamp=2026-01-02-03-04-05"]
+    first = helm.template("train", chart("a3mega"), *stamped).stdout
+    assert first == helm.template("train", chart("a3mega"), *stamped).stdout
     env = env_of(container(only(first, "Job")))
-    assert env["JOB_IDENTIFIER"] == "train" and "JOB_TIMESTAMP" not in env
+    assert env["JOB_IDENTIFIER"] == "train-2026-01-02-03-04-05" and env["JOB_TIMESTAMP"] == "2026-01-02-03-04-05"
     assert env["JOB_UUID"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}
     out = helm.template(
         "train", chart("a3mega"), *base(nemo_config), "--set", "workload.jobTimestamp=2026-11-22-10-00-00",
@@ -308,13 +318,20 @@ NSYS_RE = re.compile(r"NSYS_PROFILE=\(nsys profile (?P<opts>[^)]*)\)")
 
 
 def nsys_of(job: dict) -> dict:
+    """The nsys command line with the env the chart passes (NSYS_TRACE, NSYS_EXTRA_ARGS) filled in."""
     text = script(job)
+    env = env_of(container(job))
     m = NSYS_RE.search(text)
-    nodes = re.search(r'if \[\[ " (?P<nodes>[0-9 ]*) " == \*" \$\{JOB_COMPLETION_INDEX\} "\* \]\]', text)
+    options = None
+    if m:
+        options = [w.replace("${NSYS_TRACE}", env["NSYS_TRACE"]) for w in shlex.split(m.group("opts"))]
+        extra = [a for a in env["NSYS_EXTRA_ARGS"].split("\n") if a]
+        i = options.index("${nsys_extra_args[@]}")
+        options = options[:i] + extra + options[i + 1:]
     words = launch_words(job)
     return {
-        "options": shlex.split(m.group("opts")) if m else None,
-        "nodes": nodes.group("nodes").split() if nodes else None,
+        "options": options,
+        "nodes": env["NSYS_NODES"].split() if "NSYS_NODES" in env else None,
         "overrides": [w for w in words if "nsys_profile" in w],
     }
 
@@ -337,7 +354,8 @@ def test_nsys_from_the_profile_block(helm, acc, nemo_config):
         "++model.nsys_profile.enabled=true", "++model.nsys_profile.start_step=41",
         "++model.nsys_profile.end_step=43", f"++model.nsys_profile.ranks=[0,{g * 2 + 1}]",
     ]
-    assert 'nsys_output_dir="${explicit_log_dir}"' in script(job)
+    assert 'nsys_output_dir="${NSYS_OUTPUT_DIR:-${explicit_log_dir}}"' in script(job)
+    assert env_of(container(job))["NSYS_OUTPUT_DIR"] == ""  # the log dir
 
 
 def test_nsys_from_seed_003_arguments(helm, nemo_config):
@@ -369,7 +387,7 @@ def test_nsys_arguments_win_over_the_block(helm, nemo_config):
     n = nsys_of(job)
     assert n["nodes"] == ["1"]
     assert n["options"][-1] == "--cuda-memory-usage=true"
-    assert 'nsys_output_dir="/logs/nsys"' in script(job)
+    assert env_of(container(job))["NSYS_OUTPUT_DIR"] == "/logs/nsys"
 
 
 def test_nsys_off_by_default_and_bad_window_fails(helm, nemo_config):
@@ -482,4 +500,9 @@ def test_chart_files_and_schema(helm):
         text = (chart(acc) / "Chart.yaml").read_text()
         assert f'name: "nemo-training-{acc}"' in text and 'helm-nemo.dev/chart-kind: "nemo-training"' in text
         for template in (chart(acc) / "templates").iterdir():
-            assert not re.search(r"\b(now|randAlphaNum|uuidv4|randAlpha|randNumeric)\b", template.read_text()), template
+            text = template.read_text()
+            assert not re.search(r"\b(randAlphaNum|uuidv4|randAlpha|randNumeric)\b", text), template
+            # The clock only as the default of workload.jobTimestamp (the run's identity).
+            clocks = re.findall(r"^.*\bnow\b.*$", text, re.M)
+            assert clocks == ([] if template.name != "_helpers.tpl" else
+                              ['{{- $timestamp := .Values.workload.jobTimestamp | default (now | date "2006-01-02-15-04-05") -}}']), template

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import render_fixture
+from conftest import JOB_TIMESTAMP, render_fixture
 from helm_nemo.diff.semantic import Difference, parse_manifests, semantic_diff  # noqa: F401 (Difference: type of explain)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,26 @@ ALLOWED = _yaml.load((PARITY / "allowed-differences.yaml").read_text()) or []
 
 
 def render(helm, case: str, chart: str) -> str:
-    return render_fixture(helm, FIXTURES / case, ROOT / chart)
+    """Our render of the case; a workload chart gets the run's time as a value, so it is reproducible."""
+    stamped = ["--set", f"workload.jobTimestamp={JOB_TIMESTAMP}"] if "/jobset" in chart or "/nemo-training" in chart else []
+    return render_fixture(helm, FIXTURES / case, ROOT / chart, *stamped)
+
+
+def corpus_module():
+    """scripts/corpus.py: the normalisation both sides get (run identity, launcher words, defaults)."""
+    import importlib.util
+
+    import sys
+
+    if "corpus" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("corpus", ROOT / "scripts" / "corpus.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["corpus"] = module  # dataclasses look their module up here
+        spec.loader.exec_module(module)
+    return sys.modules["corpus"]
+
+
+CORPUS = corpus_module()
 
 
 def rename_derived_volumes(docs: list[dict]) -> list[dict]:
@@ -123,7 +142,8 @@ def rename_named(docs: list[dict], renames: dict) -> list[dict]:
 def test_parity(helm, case):
     spec = case_spec(case)
     ours = rename_named(rename_derived_volumes(parse_manifests(render(helm, case, spec["chart"]))), spec.get("rename") or {})
-    anchor = parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text())
+    ours = CORPUS.normalize_render(ours, "parity")
+    anchor = CORPUS.normalize_render(parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text()), "parity")
     unexplained, unused = explain(semantic_diff(anchor, ours), ALLOWED, case)
     report = [f"  {d}" for d in unexplained] + [f"  unused allowed entry: {i}" for i in unused]
     assert not report, f"{case} ({helm.name}) differs from the anchor:\n" + "\n".join(report)
@@ -148,9 +168,15 @@ def test_allowed_entries_are_well_formed_and_documented():
         assert entry["change"] in ("added", "removed", "changed", "any"), entry["id"]
         assert entry.get("reason"), entry["id"]
         re.compile(entry["path"])
-    assert set(ids) | NORMALISATIONS <= documented, f"not in docs/compatibility.md: {sorted(set(ids) | NORMALISATIONS - documented)}"
-    assert documented <= set(ids) | NORMALISATIONS, f"documented but unknown: {sorted(documented - set(ids) - NORMALISATIONS)}"
+    # The corpus harness's list (tests/corpus/allowed-differences.yaml) shares the ids and the documentation.
+    corpus_ids = {e["id"] for e in CORPUS.load_allowed()}
+    known = set(ids) | corpus_ids | NORMALISATIONS
+    assert known <= documented, f"not in docs/compatibility.md: {sorted(known - documented)}"
+    assert documented <= known, f"documented but unknown: {sorted(documented - known)}"
 
 
 # Renames applied before comparing (rename_derived_volumes, cases.yaml `rename`), documented in the same table.
-NORMALISATIONS = {"volume-names-derived", "nemo-training-names", "pv-names-release-scoped"}
+NORMALISATIONS = {"volume-names-derived", "nemo-training-names", "pv-names-release-scoped",
+                  # scripts/corpus.py normalize_render, applied to both sides:
+                  "launcher-no-trailing-continuation", "launcher-args-as-argv", "run-identity-normalised",
+                  "kubernetes-defaults"}

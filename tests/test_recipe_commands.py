@@ -114,4 +114,5 @@ def test_template_writes_every_release(fake_helm):
     # the releases render side by side (one helm each), so the calls may be logged in any order
     rendered = {c["argv"][1]: c for c in calls() if c["argv"][0] == "template"}
     assert sorted(rendered) == sorted(plan.release for plan in build_plans(RECIPE, ENV))
-    assert "jobTimestamp" not in rendered["llama31-405b"]["stdin"]  # templates stay reproducible
+    # The run identity install would give, from the clock or (here, conftest) SOURCE_DATE_EPOCH.
+    assert json.loads(rendered["llama31-405b"]["stdin"])["workload"]["jobTimestamp"] == "2026-01-01-00-00-00"

@@ -12,12 +12,17 @@ from helm_nemo.values.substitute import RUNTIME_VARIABLES
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Env the charts set only from the user's own value of the same meaning (HF_TOKEN <- workload.hfToken):
+# `${HF_TOKEN}` in a values file is the user's variable, substituted at install, so it is no runtime variable.
+FROM_USER_VALUES = {"HF_TOKEN"}
+
+
 def template_env_names() -> set[str]:
     names: set[str] = set()
     for path in (ROOT / "generator").rglob("*"):
         if path.is_file() and path.suffix in (".j2", ".tpl", ".yaml") and path.name != "runtime-variables.yaml":
             names |= set(re.findall(r"^\s*- name: ([A-Z_][A-Z0-9_]+)\s*$", path.read_text(), re.M))
-    return names
+    return names - FROM_USER_VALUES
 
 
 def profile_env_names() -> set[str]:
@@ -27,6 +32,8 @@ def profile_env_names() -> set[str]:
         entries = network["ncclEnv"] + network["ncclExportsAfterInit"]
         entries += (network["daemonSidecar"] or {}).get("env", [])
         entries += (network["pluginInstaller"] or {}).get("envFromValues", [])
+        entries += (network["pluginInstaller"] or {}).get("env", [])
+        entries += profile["workloadEnv"]
         names |= {e["name"] for e in entries}
     return names
 

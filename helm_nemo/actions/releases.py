@@ -25,6 +25,12 @@ def _stderr(message: str) -> None:
     print(mask(message), file=sys.stderr)
 
 
+def render_time() -> datetime:
+    """Now, or SOURCE_DATE_EPOCH (seconds) when set: the reproducible-builds convention for a fixed clock."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return datetime.fromtimestamp(int(epoch), timezone.utc) if epoch.isdigit() else datetime.now(timezone.utc)
+
+
 def needs_job_time(plan: ReleasePlan) -> bool:
     """The chart has workload.jobTimestamp and the user set none: the plugin stamps it."""
     local = plan.local_chart
@@ -37,7 +43,7 @@ def stamp_job_time(plan: ReleasePlan, now: datetime | None = None, keep: str | N
     """Install time as workload.jobTimestamp, when the chart has that value and the user set none; `keep`
     (the installed release's stamp, on upgrade) instead of the time when given."""
     if needs_job_time(plan):
-        now = now or datetime.now(timezone.utc)
+        now = now or render_time()
         plan.values.setdefault("workload", {})["jobTimestamp"] = keep or now.strftime("%Y-%m-%d-%H-%M-%S")
 
 
@@ -119,6 +125,7 @@ def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: 
     for plan in plans:
         for warning in plan.warnings:
             echo(f"warning: {warning}")
+        stamp_job_time(plan)  # the run identity install would give (SOURCE_DATE_EPOCH fixes it)
     from helm_nemo.timings import mark
 
     procs = render_all(plans, helm, extra, while_waiting=prepare)

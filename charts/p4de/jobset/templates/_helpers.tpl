@@ -144,6 +144,11 @@ helm-nemo.dev/accelerator: p4de
 {{- toYaml $out -}}
 {{- end -}}
 
+{{/* A value as the gpu-recipes charts print it into env: "" for null, else its text (false stays "false"). */}}
+{{- define "nemo.valueText" -}}
+{{- if not (kindIs "invalid" .) }}{{ toString . }}{{ end -}}
+{{- end -}}
+
 {{/* "true" when the values use gpu-recipes' storage dialect (the A4 Llama 3 70B NeMo 25.07 recipe chart):
      workload.enable_dataloading, enable_ckpt_load, enable_ckpt_write, ckpt_write_interval, step_count,
      restore_path, token_path or dataset_path present. */}}
