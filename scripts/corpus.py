@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helm_nemo.manifests import Difference, object_key, parse_manifests, semantic_diff  # noqa: E402
+from helm_nemo.diff.semantic import Difference, object_key, parse_manifests, semantic_diff  # noqa: E402
 
 CORPUS_DIR = ROOT / "tests" / "corpus"
 ALLOWED_FILE = CORPUS_DIR / "allowed-differences.yaml"

@@ -129,7 +129,7 @@ def test_normalisation_masks_the_run_and_reads_launcher_words():
     ours = corpus.normalize_render([jobset("r", script_ours, [
         {"name": "JOB_IDENTIFIER", "value": "r-2026-01-01-00-00-00"}, {"name": "MASTER_ADDR", "value": "r-workload-0-0.r"}],
         args=["workload", "--x=${NNODES} b", "c"])], "r")
-    from helm_nemo.manifests import semantic_diff
+    from helm_nemo.diff.semantic import semantic_diff
 
     assert semantic_diff(anchor, ours) == []
     pod = ours[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
