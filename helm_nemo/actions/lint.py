@@ -55,9 +55,22 @@ def warm_validators(plans, kube_version: str = DEFAULT_KUBE_VERSION) -> None:
             shipped_profile(plan.accelerator)
 
 
+def kube_version_for(plan, kube_version: str) -> str:
+    """At least the plan's accelerator's minKubernetesVersion (A4X Max's RDMA claims need DRA's
+    resource.k8s.io/v1, Kubernetes 1.34): the objects are validated for a version that can run them."""
+    from helm_nemo.validate.manifests import shipped_profile
+
+    accelerator = getattr(plan, "accelerator", None)
+    minimum = ((shipped_profile(accelerator) if accelerator else None) or {}).get("minKubernetesVersion")
+    if minimum and resolve_kube_version(minimum) > resolve_kube_version(kube_version):
+        return minimum
+    return kube_version
+
+
 def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
                    hint: str | None = None) -> bool:
     """Validate one release's rendered text; echo its problems (if any). True when clean."""
+    kube_version = kube_version_for(plan, kube_version)
     problems = validate_manifests(text, kube_version=kube_version)
     if problems:
         echo(format_problems(problems, title=f"helm nemo: release {plan.release} ({plan.chart}): the rendered "

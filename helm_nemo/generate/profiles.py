@@ -48,6 +48,7 @@ _OPTIONAL = {
     "gcsfuseSidecarLimits": None,
     "kueueQueueHint": None,
     "chartKinds": None,
+    "minKubernetesVersion": None,
     "requiredNodeAffinity": [],
     "resourceClaims": [],
     "workloadSecurity": {},
