@@ -39,6 +39,22 @@ def set_version(project: Path, kind: str, version: str) -> None:
     path.write_text(text[:start] + version + text[end:])
 
 
+def current_version(kind: str) -> str:
+    import yaml
+
+    (spec,) = [c for c in yaml.safe_load((ROOT / "generator/charts.yaml").read_text())["charts"] if c["kind"] == kind]
+    return str(spec["version"])
+
+
+def bump(version: str, by: int = 1) -> str:
+    major, minor, patch = version.split(".")
+    return f"{major}.{minor}.{int(patch) + by}"
+
+
+JOBSET = current_version("jobset")  # the released jobset version the lock records
+FSX = current_version("fsx-lustre")
+
+
 def edit_jobset_source(project: Path) -> None:
     source = project / "generator/jobset/values.yaml.j2"
     source.write_text(source.read_text() + "# a new comment changes every jobset chart\n")
@@ -70,41 +86,41 @@ def test_content_change_without_bump_fails_with_next_version(project):
     edit_jobset_source(project)
     result = generate(project)
     assert result.exit_code == 1
-    assert "jobset-a3ultra 1.0.0 (charts/a3ultra/jobset): content changed but the version did not; use 1.0.1" in result.output
+    assert f"jobset-a3ultra {JOBSET} (charts/a3ultra/jobset): content changed but the version did not; use {bump(JOBSET)}" in result.output
     assert chart_versions.lock_path(project).read_bytes() == before, "a locked entry was rewritten"
     check = generate(project, "--check")
     assert check.exit_code == 1
     assert "chart versions break the version policy" in check.output
-    assert "use 1.0.1" in check.output
+    assert f"use {bump(JOBSET)}" in check.output
     problems = generator.check(project)
-    assert [p for p in problems if "jobset-" in p and "use 1.0.1" in p]
+    assert [p for p in problems if "jobset-" in p and f"use {bump(JOBSET)}" in p]
     assert not [p for p in problems if "nemo-training-" in p], "only the changed kind is named"
 
 
 def test_next_version_is_above_every_locked_one(project):
     lock = chart_versions.load_lock(project)
-    lock["jobset-a4"]["1.0.4"] = "sha256:" + "0" * 64
+    lock["jobset-a4"][bump(JOBSET, 4)] = "sha256:" + "0" * 64
     chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
     edit_jobset_source(project)
     generator.write(project)
-    assert any(p.startswith("version: jobset-a4 1.0.0") and "use 1.0.5" in p for p in generator.check(project))
+    assert any(p.startswith(f"version: jobset-a4 {JOBSET}") and f"use {bump(JOBSET, 5)}" in p for p in generator.check(project))
 
 
 def test_new_version_with_changelog_entry_adds_lock_entries(project):
     before = chart_versions.load_lock(project)
     edit_jobset_source(project)
-    set_version(project, "jobset", "1.0.1")
+    set_version(project, "jobset", bump(JOBSET))
     changelog = project / "CHANGELOG.md"
-    changelog.write_text(changelog.read_text().replace("## jobset 1.0.0", "## jobset 1.0.1\n\nA comment.\n\n## jobset 1.0.0"))
+    changelog.write_text(changelog.read_text().replace(f"## jobset {JOBSET}", f"## jobset {bump(JOBSET)}\n\nA comment.\n\n## jobset {JOBSET}"))
     result = generate(project)
     assert result.exit_code == 0, result.output
-    assert "locked jobset-a3ultra 1.0.1" in result.output
+    assert f"locked jobset-a3ultra {bump(JOBSET)}" in result.output
     after = chart_versions.load_lock(project)
     jobsets = sorted(name for name in after if name.startswith("jobset-"))
     assert len(jobsets) >= 8
     for name in jobsets:
-        assert after[name]["1.0.0"] == before[name]["1.0.0"], "an existing entry changed"
-        assert list(after[name]) == ["1.0.0", "1.0.1"]
+        assert {v: d for v, d in after[name].items() if v != bump(JOBSET)} == before[name], "an existing entry changed"
+        assert list(after[name])[-1] == bump(JOBSET)
     assert {n: v for n, v in after.items() if not n.startswith("jobset-")} == \
         {n: v for n, v in before.items() if not n.startswith("jobset-")}
     assert generate(project, "--check").exit_code == 0
@@ -126,7 +142,7 @@ def test_released_but_unlocked_version_fails_check(project):
     chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
     result = generate(project, "--check")
     assert result.exit_code == 1
-    assert "fsx-lustre 1.0.0 (charts/fsx-lustre) has a CHANGELOG.md entry but is not in generator/versions.lock" in result.output
+    assert f"fsx-lustre {FSX} (charts/fsx-lustre) has a CHANGELOG.md entry but is not in generator/versions.lock" in result.output
 
 
 def test_generate_twice_is_stable(project):

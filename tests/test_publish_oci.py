@@ -27,6 +27,8 @@ from helm_nemo.actions.helm import HelmBinary
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_BIN = Path(os.environ.get("DOCKER_REGISTRY", "/usr/bin/docker-registry"))
 CHART = "jobset-a3ultra"
+# The released version of that chart (charts/a3ultra/jobset/Chart.yaml): what publish pushes.
+VERSION = str(yaml.safe_load((ROOT / "charts/a3ultra/jobset/Chart.yaml").read_text())["version"])
 
 
 def _free_port() -> int:
@@ -138,7 +140,7 @@ def test_republish_skips_everything(helm, published):
 
 def test_pulled_chart_renders_like_local(helm, published, tmp_path):
     target, _, _ = published
-    helm.run("pull", f"{target}/{CHART}", "--version", "1.0.0", "--plain-http", "--untar", "-d", str(tmp_path))
+    helm.run("pull", f"{target}/{CHART}", "--version", VERSION, "--plain-http", "--untar", "-d", str(tmp_path))
     pulled, local = tmp_path / CHART, ROOT / "charts/a3ultra/jobset"
     meta = yaml.safe_load((pulled / "Chart.yaml").read_text())
     assert meta["annotations"][chart_versions.CONTENT_DIGEST_ANNOTATION] == released_charts()[CHART]
@@ -176,9 +178,9 @@ def test_tampered_chart_is_refused_and_registry_keeps_original(helm, published, 
     assert [o.status for o in outcomes] == ["refused"]
     assert "exists in the registry with different content" in outcomes[0].reason
     # the registry still serves the original
-    shown = yaml.safe_load(helm.run("show", "chart", f"{target}/{CHART}", "--version", "1.0.0", "--plain-http").stdout)
+    shown = yaml.safe_load(helm.run("show", "chart", f"{target}/{CHART}", "--version", VERSION, "--plain-http").stdout)
     assert shown["annotations"][chart_versions.CONTENT_DIGEST_ANNOTATION] == released_charts()[CHART]
-    helm.run("pull", f"{target}/{CHART}", "--version", "1.0.0", "--plain-http", "--untar", "-d", str(tmp_path / "pull"))
+    helm.run("pull", f"{target}/{CHART}", "--version", VERSION, "--plain-http", "--untar", "-d", str(tmp_path / "pull"))
     assert (tmp_path / "pull" / CHART / "values.yaml").read_bytes() == (ROOT / "charts/a3ultra/jobset/values.yaml").read_bytes()
 
 
@@ -193,7 +195,7 @@ def test_template_from_oci_renders_like_local(helm, published, tmp_path):
     env = {"KUEUE_NAME": "team-queue", "GCS_BUCKET": "my-bucket", "PROJECT_ID": "my-project"}
     local = nemo(helm, "template", "-f", str(values_file), env=env)
     assert local.returncode == 0, local.stderr
-    remote = nemo(helm, "template", "-f", str(values_file), "--chart", f"{target}/{CHART}", "--version", "1.0.0",
+    remote = nemo(helm, "template", "-f", str(values_file), "--chart", f"{target}/{CHART}", "--version", VERSION,
                   "--plain-http", env=env)
     assert remote.returncode == 0, remote.stderr
     assert "kind: JobSet" in local.stdout
@@ -221,7 +223,7 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     values = tmp_path / "values.yaml"
     values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n")
     ref = "oci://registry.example/charts/jobset-a3ultra"
-    plan = build_plans(values, chart=ref, version="1.0.0")[0]
+    plan = build_plans(values, chart=ref, version=VERSION)[0]
     assert plan.local_chart == ROOT / "charts/a3ultra/jobset"
     stamp_job_time(plan, datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
     assert plan.values["workload"]["jobTimestamp"] == "2026-01-02-03-04-05"
@@ -229,7 +231,7 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     assert build_plans(values, chart=ref)[0].local_chart is None
     values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n  gpus: -3\n")
     with pytest.raises(UserError):
-        build_plans(values, chart=ref, version="1.0.0")
+        build_plans(values, chart=ref, version=VERSION)
 
 
 def test_chart_repository_setting_renders_the_published_charts(helm, published):
