@@ -72,7 +72,9 @@ def _clean_env(home: Path, **extra: str) -> dict[str, str]:
     """A user's shell: system PATH (no project venv), fresh HOME, no helm or project variables, no index."""
     python_dir = str(Path(_python311()).parent)
     env = {"PATH": f"{python_dir}:{SYSTEM_PATH}", "HOME": str(home), "LANG": "C.UTF-8",
-           "PIP_INDEX_URL": CLOSED_INDEX, "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", **EXAMPLE_ENV}
+           "PIP_INDEX_URL": CLOSED_INDEX, "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", **EXAMPLE_ENV,
+           # the goldens' clock (tests/conftest.py): helm nemo template stamps the run's time from it
+           "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"]}
     env.update(extra)
     return env
 

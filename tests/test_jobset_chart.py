@@ -57,8 +57,10 @@ def test_namespace_follows_the_release_everywhere(helm, acc):
 
 @pytest.mark.parametrize("acc", GKE)
 def test_jobset_named_after_release_and_render_is_deterministic(helm, acc):
-    first = helm.template("train", chart(acc), *BASE).stdout
-    second = helm.template("train", chart(acc), *BASE).stdout
+    # deterministic once the values set the run's time (tests/test_run_identity.py)
+    stamped = [*BASE, "--set", "workload.jobTimestamp=2026-01-01-00-00-00"]
+    first = helm.template("train", chart(acc), *stamped).stdout
+    second = helm.template("train", chart(acc), *stamped).stdout
     assert first == second
     assert jobset_of(first)["metadata"]["name"] == "train"
     suffixed = jobset_of(helm.template("train", chart(acc), *BASE, "--set", "workload.nameSuffix=r2").stdout)
