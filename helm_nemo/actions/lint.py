@@ -116,7 +116,7 @@ def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUB
         if check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo):
             count = len(parse_documents(proc.stdout)[0])
             echo(f"ok: release {plan.release} ({plan.chart}): {count} object(s) valid "
-                 f"(Kubernetes {_kube_label(kube_version)} and CRD schemas)")
+                 f"(Kubernetes {_kube_label(kube_version_for(plan, kube_version))} and CRD schemas)")
         else:
             clean = False
     clean = check_duplicates(rendered, echo=echo) and clean
