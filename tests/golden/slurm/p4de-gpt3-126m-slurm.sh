@@ -123,14 +123,15 @@ values:
   chart: nemo-training
   queue: null
   tasSettings:
-    topologyRequest:
-      kueue.x-k8s.io/podset-preferred-topology: kubernetes.io/hostname
+    topologyRequest: {}
+    useLegacyTAS: false
   dwsSettings:
     maxRunDurationSeconds: null
   targetNodes: []
   avoidNodes: []
   targetNodepools: []
   nodeSelector: {}
+  affinity: {}
   terminationGracePeriodSeconds: 30
   volumes:
     pvcMounts:
@@ -151,6 +152,7 @@ values:
     image: nvcr.io/ea-bignlp/nemofw-training:23.07-py3
     nameSuffix: null
     jobTimestamp: null
+    jobIdentifier: null
     jobUUID: null
     torchDistributedTarget: /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py
     experimentName: gpt3_126m
@@ -185,6 +187,7 @@ values:
     privileged: false
   network:
     hostNetwork: false
+    hostIPC: false
     subnetworks: []
     ncclSettings:
     - name: NCCL_DEBUG

@@ -141,14 +141,15 @@ values:
   chart: nemo-training
   queue: null
   tasSettings:
-    topologyRequest:
-      kueue.x-k8s.io/podset-preferred-topology: kubernetes.io/hostname
+    topologyRequest: {}
+    useLegacyTAS: false
   dwsSettings:
     maxRunDurationSeconds: null
   targetNodes: []
   avoidNodes: []
   targetNodepools: []
   nodeSelector: {}
+  affinity: {}
   terminationGracePeriodSeconds: 30
   volumes:
     pvcMounts:
@@ -169,6 +170,7 @@ values:
     image: 123456789012.dkr.ecr.us-west-2.amazonaws.com/nemo-aws:24.01.framework
     nameSuffix: null
     jobTimestamp: null
+    jobIdentifier: null
     jobUUID: null
     torchDistributedTarget: /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py
     experimentName: gpt3_5b
@@ -205,6 +207,7 @@ values:
     privileged: false
   network:
     hostNetwork: false
+    hostIPC: false
     subnetworks: []
     ncclSettings:
     - name: NCCL_DEBUG
