@@ -483,9 +483,11 @@ def test_schema_rejects(helm, acc, args, needle):
 
 def test_legacy_literal_keys_are_accepted_and_ignored(helm, tmp_path, nemo_config):
     values = tmp_path / "legacy.yaml"
-    values.write_text("workload:\n  gpus: 16\n  image: img:1\n  nemoConfigOverrides[]:\n  arguments[]:\nnetwork:\n  subnetworks[]:\n")
+    # the run's time in values: the two renders may not fall in the same second
+    values.write_text("workload:\n  gpus: 16\n  image: img:1\n  jobTimestamp: 2026-01-01-00-00-00\n  nemoConfigOverrides[]:\n"
+                      "  arguments[]:\nnetwork:\n  subnetworks[]:\n")
     with_legacy = helm.template("train", chart("a3mega"), "-f", str(values), *base(nemo_config)).stdout
-    values.write_text("workload:\n  gpus: 16\n  image: img:1\n")
+    values.write_text("workload:\n  gpus: 16\n  image: img:1\n  jobTimestamp: 2026-01-01-00-00-00\n")
     assert with_legacy == helm.template("train", chart("a3mega"), "-f", str(values), *base(nemo_config)).stdout
 
 

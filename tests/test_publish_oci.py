@@ -149,7 +149,7 @@ def test_pulled_chart_renders_like_local(helm, published, tmp_path):
     pulled_files = chart_versions.read_chart(pulled).files
     assert sorted(pulled_files) == sorted(local_files)
     assert {k: v for k, v in pulled_files.items() if k != "Chart.yaml"} == {k: v for k, v in local_files.items() if k != "Chart.yaml"}
-    args = ["--set", "queue=q", "--set", "workload.image=img:1"]
+    args = ["--set", "queue=q", "--set", "workload.image=img:1", "--set", "workload.jobTimestamp=2026-01-01-00-00-00"]
     assert helm.template("r", pulled, *args).stdout == helm.template("r", local, *args).stdout
 
 
