@@ -173,3 +173,26 @@ def test_raise_if_problems(tmp_path):
     assert lines[0].startswith(f"{tmp_path / 'values.yaml'}:1:1: $.queue: ")
     assert any(line.startswith(f"{tmp_path / 'values.yaml'}:4:3: $.workload.gpus: ") for line in lines)
     assert "    expected: multipleOf 8" in lines
+
+
+QUANTITY_CHART = Path(__file__).resolve().parent.parent / "charts/a3ultra/jobset"
+
+
+@pytest.mark.parametrize("size", ["600Gi", "1.5Gi", ".5Gi", "1e3", "500m", "+1Gi", "5."])
+def test_quantities_as_kubernetes_parses_them_pass_the_values_schema(helm, size):
+    """The values schema (which plain helm checks too) accepts what the API server accepts: issue 16."""
+    rendered = helm.template("r", QUANTITY_CHART, "--set", f"volumes.sharedMemorySize={size}",
+                             "--set", "volumes.gcsMounts[0].bucketName=bucket-a", "--set", "volumes.gcsMounts[0].mountPath=/b",
+                             check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    assert f"sizeLimit: {size}" in rendered.stdout or f'sizeLimit: "{size}"' in rendered.stdout
+
+
+@pytest.mark.parametrize("size", ["-1Gi", "1.5.5Gi", "Gi", "1 Gi", "1e", "1Gb"])
+def test_malformed_or_negative_quantities_are_refused_with_their_position(tmp_path, size):
+    import json
+
+    schema = json.loads((QUANTITY_CHART / "values.schema.json").read_text())
+    path = write(tmp_path, f"volumes:\n  sharedMemorySize: \"{size}\"\n")
+    problems = [p for p in validate(load_values(path), schema) if p.json_path == "$.volumes.sharedMemorySize"]
+    assert problems and (problems[0].line, problems[0].column) == (2, 3), problems  # at the key, as every value error
