@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helm_nemo.values import value_at
+
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref")
@@ -30,14 +32,6 @@ def _type_of(node: dict[str, Any]) -> str:
     if "anyOf" in node:
         return " \\| ".join(_type_of(n) for n in node["anyOf"] if isinstance(n, dict) and ("type" in n or "$ref" not in n)) or "any"
     return "any"
-
-
-def _lookup(defaults: Any, path: list[str]) -> Any:
-    for part in path:
-        if not isinstance(defaults, dict) or part not in defaults:
-            return None
-        defaults = defaults[part]
-    return defaults
 
 
 def _default_text(value: Any) -> str:
@@ -75,6 +69,6 @@ def _row(path: list[str], node: dict[str, Any], defaults: Any, nested_object: bo
     return {
         "key": ".".join(path),
         "type": "object" if nested_object else _type_of(node),
-        "default": "" if nested_object else _default_text(_lookup(defaults, path)),
+        "default": "" if nested_object else _default_text(value_at(defaults, path)),
         "description": description,
     }

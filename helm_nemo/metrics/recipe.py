@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from helm_nemo.user_errors import Problem, UserError, json_path
+from helm_nemo.values import value_at
 from helm_nemo.metrics.flops import Architecture
 
 CONFIG_KEYS = ("nemo_config", "workload_config")  # nemo-training and jobset config values
@@ -71,10 +72,10 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     skeleton = _pruned(loaded.data, [prefix + w for w in wanted] + list(origin.values()))
     view = LoadedValues(loaded.path, skeleton, loaded.positions, loaded.key_positions, loaded.plain_scalars)
     data = substitute(view, env, keep=runtime_names(loaded.data)).data
-    values = _at(data, prefix) or {}
+    values = value_at(data, prefix) or {}
     for key, where in origin.items():  # a recipe's release-level accelerator/release
-        if key not in values and _at(data, where) is not None:
-            values[key] = _at(data, where)
+        if key not in values and value_at(data, where) is not None:
+            values[key] = value_at(data, where)
 
     def at(rel: tuple) -> tuple[str, int | None, str]:
         where = origin.get(rel[0], prefix + rel) if len(rel) == 1 else prefix + rel
@@ -131,22 +132,11 @@ def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, d
     return candidates[0]
 
 
-def _at(data: Any, where: tuple) -> Any:
-    for part in where:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
-
-
 def _pruned(data: Any, paths: list[tuple]) -> Any:
     """Only the given paths of `data`, at the same places (list items before them kept as null)."""
     out: dict = {}
     for where in paths:
-        value = _at(data, where)
+        value = value_at(data, where)
         if value is None:
             continue
         node, source = out, data
@@ -242,12 +232,7 @@ def _scalar(text: str) -> Any:
 
 
 def _lookup(config: dict | None, dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return _resolve(config, dotted, node)
+    return _resolve(config, dotted, value_at(config, dotted.split(".")))
 
 
 _INTERPOLATION = re.compile(r"^\$\{(\.*)([A-Za-z0-9_.]+)\}$")
@@ -262,12 +247,7 @@ def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> An
     if dots:
         parent = dotted.split(".")[: -len(dots)]
         target = ".".join(parent + [target])
-    node: Any = config
-    for part in target.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return _resolve(config, target, node, depth + 1)
+    return _resolve(config, target, value_at(config, target.split(".")), depth + 1)
 
 
 def _first(config: dict | None, config_origin: tuple, overrides: dict[str, Found], keys: tuple[str, ...]) -> Found | None:

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 from helm_nemo import resources as paths
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
 from helm_nemo.user_errors import Problem, UserError, json_path, raise_if_problems
+from helm_nemo.values import value_at
 
 SCHEMA_FILE = "slurm.schema.json"
 # Chart kinds with a Slurm rendering; the storage charts' filesystems are the cluster's own on Slurm.
@@ -96,24 +97,6 @@ def schema_defaults() -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- render
 
-def _get(values: Mapping[str, Any], where: tuple) -> Any:
-    node: Any = values
-    for key in where:
-        if not isinstance(node, Mapping) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
-def _has(values: Mapping[str, Any], where: tuple) -> bool:
-    node: Any = values
-    for key in where:
-        if not isinstance(node, Mapping) or key not in node:
-            return False
-        node = node[key]
-    return True
-
-
 class _Renderer:
     def __init__(self, plan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
         from helm_nemo.values.plan import chart_defaults, merge_values
@@ -158,7 +141,7 @@ class _Renderer:
         return {**schema_defaults(), **raw}
 
     def profile(self) -> dict[str, Any] | None:
-        from helm_nemo.generate.profiles import ProfileError, load_profile
+        from helm_nemo.generate.profiles import ProfileError, load_profile, load_profiles
 
         accelerator = self.plan.accelerator
         if not accelerator:
@@ -172,8 +155,7 @@ class _Renderer:
             self.problem(("accelerator",), f"cannot read the profile of accelerator {accelerator!r}: {err}")
             return None
         if not profile.get("slurm"):
-            have = sorted(p.stem for p in paths.accelerators_dir().glob("*.yaml")
-                          if "\nslurm:" in p.read_text(encoding="utf-8"))
+            have = sorted(name for name, known in load_profiles().items() if known.get("slurm"))
             self.problem(("accelerator",), f"accelerator {accelerator!r} has no Slurm profile (no slurm: part in {path.name})",
                          " | ".join(have), "the Slurm target covers the instances whose profile says how they run on Slurm")
             return None
@@ -181,13 +163,13 @@ class _Renderer:
 
     def check_translatable(self) -> None:
         for where in KUBERNETES_ONLY:
-            if _has(self.user, where) and _get(self.user, where) not in (None, [], {}, False):
+            if value_at(self.user, where) not in (None, [], {}, False):
                 self.notes.append(f"{json_path(where)} is Kubernetes-only; the Slurm job ignores it")
         for where, hint in REFUSED.items():
-            value = _get(self.user, where)
+            value = value_at(self.user, where)
             if value not in (None, "", [], {}, False) and not (isinstance(value, dict) and not any(value.values())):
                 self.problem(where, "the Slurm target cannot do this", hint=hint)
-        for index, item in enumerate(_get(self.values, ("workload", "envs")) or []):
+        for index, item in enumerate(value_at(self.values, ("workload", "envs")) or []):
             if isinstance(item, dict) and "valueFrom" in item:
                 self.problem(("workload", "envs", index, "valueFrom"),
                              "valueFrom (a Kubernetes Secret or field) has no Slurm equivalent",
@@ -225,14 +207,14 @@ class _Renderer:
             if s.get(key) is not None:
                 out.append(line(option, s[key], ("slurm", key)))
         time = s.get("time")
-        deadline = _get(self.values, ("workload", "activeDeadlineSeconds"))
+        deadline = value_at(self.values, ("workload", "activeDeadlineSeconds"))
         if time is None and deadline and "time" not in (self.section_raw or {}):
             minutes = math.ceil(int(deadline) / 60)
             time = f"{minutes // 1440}-{minutes % 1440 // 60:02d}:{minutes % 60:02d}:00"
         if time is not None:
             out.append(line("--time", time, ("slurm", "time")))
-        targets = _get(self.values, ("targetNodes",)) or []
-        avoid = _get(self.values, ("avoidNodes",)) or []
+        targets = value_at(self.values, ("targetNodes",)) or []
+        avoid = value_at(self.values, ("avoidNodes",)) or []
         if targets:
             out.append(line("--nodelist", ",".join(targets), ("targetNodes",)))
         if avoid:
@@ -262,7 +244,7 @@ class _Renderer:
         for item in (profile.get("slurm") or {}).get("env") or []:
             put(item["name"], quote(item.get("value", "")), f"profile {profile['id']} (slurm)")
         for key, label in ((("network", "ncclSettings"), "network.ncclSettings"), (("workload", "envs"), "workload.envs")):
-            for index, item in enumerate(_get(self.values, key) or []):
+            for index, item in enumerate(value_at(self.values, key) or []):
                 if not isinstance(item, dict) or "valueFrom" in item:
                     continue
                 name = item.get("name")
@@ -282,7 +264,7 @@ class _Renderer:
     def image(self, s: dict[str, Any]) -> str:
         if s.get("container_image"):
             return s["container_image"]
-        image = text_of(_get(self.values, ("workload", "image")))
+        image = text_of(value_at(self.values, ("workload", "image")))
         first, _, rest = image.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
             return f"{first}#{rest}"  # Enroot's REGISTRY#IMAGE
@@ -291,7 +273,7 @@ class _Renderer:
     def mounts(self, s: dict[str, Any], results_root: str) -> list[str]:
         out = list(s.get("container_mounts") or [])
         claims = s.get("claim_paths") or {}
-        for index, mount in enumerate(_get(self.values, ("volumes", "pvcMounts")) or []):
+        for index, mount in enumerate(value_at(self.values, ("volumes", "pvcMounts")) or []):
             claim = mount.get("claimName")
             if claim not in claims:
                 self.problem(("volumes", "pvcMounts", index, "claimName"),
@@ -315,7 +297,7 @@ class _Renderer:
         s = self.section()
         profile = self.profile()
         self.check_translatable()
-        root = s.get("results_dir") or _get(self.values, ("workload", "experimentRootDir"))
+        root = s.get("results_dir") or value_at(self.values, ("workload", "experimentRootDir"))
         if not root:
             self.problem(("slurm",), "where should the job write? no results directory",
                          "slurm.results_dir: /fsx/results (or workload.experimentRootDir)",
@@ -323,7 +305,7 @@ class _Renderer:
         elif not s.get("results_dir") and (not str(root).startswith("/") or re.search(r"[\n\r,:]", str(root))):
             self.problem(("workload", "experimentRootDir"),
                          "the results root must be an absolute path without ',' ':' or newlines")
-        experiment = text_of(_get(self.values, ("workload", "experimentName")) or "nemo-experiments")
+        experiment = text_of(value_at(self.values, ("workload", "experimentName")) or "nemo-experiments")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", experiment):
             self.problem(("workload", "experimentName"), "the experiment name is a folder name on Slurm",
                          "letters, digits, '.', '_' and '-'")
@@ -331,7 +313,7 @@ class _Renderer:
             raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
         secrets = Secrets(plan, self.env, s.get("secret_env") or [], self.show_secrets)
 
-        gpus = int(_get(self.values, ("workload", "gpus")) or profile["gpusPerNode"])
+        gpus = int(value_at(self.values, ("workload", "gpus")) or profile["gpusPerNode"])
         per_node = int(profile["gpusPerNode"])
         gpus_per_node = min(gpus, per_node)
         nodes = 1 if gpus <= per_node else gpus // per_node
@@ -393,19 +375,19 @@ class _Renderer:
             f"export GPUS_PER_NODE={gpus_per_node}",
             f"export WORLD_SIZE=$(( NNODES * {gpus_per_node} ))",
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-            f"export MASTER_PORT={quote(_get(self.values, ('workload', 'masterPort')) or 6002)}",
+            f"export MASTER_PORT={quote(value_at(self.values, ('workload', 'masterPort')) or 6002)}",
             'export JOB_IDENTIFIER="${SLURM_JOB_NAME}_${SLURM_JOB_ID}"',
             "export JOB_ORCHESTRATOR=slurm",
             f"export EXPERIMENT_NAME={quote(experiment)}",
             f"export EXPERIMENT_ROOT_DIR={quote(root)}",
-            f"export TORCH_DISTRIBUTED_TARGET={quote(_get(self.values, ('workload', 'torchDistributedTarget')))}",
-            f"export OMP_NUM_THREADS={quote(_get(self.values, ('workload', 'ompNumThreads')) or 12)}",
+            f"export TORCH_DISTRIBUTED_TARGET={quote(value_at(self.values, ('workload', 'torchDistributedTarget')))}",
+            f"export OMP_NUM_THREADS={quote(value_at(self.values, ('workload', 'ompNumThreads')) or 12)}",
             "export NVTE_FWD_LAYERNORM_SM_MARGIN=8 NVTE_BWD_LAYERNORM_SM_MARGIN=8",
         ]
-        checkpoints = _get(self.values, ("workload", "checkpointsRootDir"))
+        checkpoints = value_at(self.values, ("workload", "checkpointsRootDir"))
         if checkpoints:
             lines.append(f"export CHECKPOINTS_ROOT_DIR={quote(str(checkpoints).rstrip('/'))}")
-        if _get(self.values, ("workload", "enableNemoDebug")):
+        if value_at(self.values, ("workload", "enableNemoDebug")):
             lines.append("export NEMO_TESTING=true")
         lines += [
             "",
@@ -428,10 +410,10 @@ class _Renderer:
 
     def arguments(self, secrets: Secrets, env: list[tuple[str, str, str]]) -> list[str]:
         words = []
-        for index, item in enumerate(_get(self.values, ("workload", "nemoConfigOverrides")) or []):
+        for index, item in enumerate(value_at(self.values, ("workload", "nemoConfigOverrides")) or []):
             words.append((secrets.word(item, ("workload", "nemoConfigOverrides", index)), text_of(item),
                           ("workload", "nemoConfigOverrides", index)))
-        for index, item in enumerate(_get(self.values, ("workload", "arguments")) or []):
+        for index, item in enumerate(value_at(self.values, ("workload", "arguments")) or []):
             where = ("workload", "arguments", index)
             if isinstance(item, dict):
                 value = item.get("value")
