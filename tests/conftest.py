@@ -95,3 +95,29 @@ def render_fixture(helm: "Helm", case_dir: Path, chart: Path, *extra: str) -> st
     CHART replaced by `chart`, run in the case folder so its -f/--set-file paths resolve, plus `extra`."""
     args = [str(chart) if arg == "CHART" else arg for arg in (case_dir / "command.txt").read_text().split()]
     return helm.run("template", *args, *extra, cwd=case_dir).stdout
+
+
+# Helm variables that would point an inner helm elsewhere than a test's emulator.
+_CLUSTER_DROP = ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_DRIVER", "HELM_DEBUG", "HELM_NEMO_DEBUG")
+
+
+@pytest.fixture
+def kube():
+    """This test's loopback Kubernetes API emulator (tests/kube_emulator.py)."""
+    from kube_emulator import KubeEmulator
+
+    emulator = KubeEmulator().start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+def cluster_env(base: dict[str, str], kube, tmp_path: Path, *, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """`base` (helm's isolated homes) pointed at `kube`: its KUBECONFIG, a fresh HOME (client-go's discovery
+    cache goes to $HOME/.kube/cache), without the variables that would redirect helm (and `drop`)."""
+    env = {k: v for k, v in base.items() if k not in _CLUSTER_DROP + drop}
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env.update(KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), HOME=str(home))
+    return env

@@ -18,6 +18,7 @@ from helm_nemo.actions.diff import template_flags
 from helm_nemo.actions.installed import global_flags
 from helm_nemo.diff.objects import ObjectId, diff_manifests
 from helm_nemo.diff.report import MASK, Masker, ReleaseDiff, render_json, render_text
+from conftest import cluster_env
 from kube_emulator import KubeEmulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,24 +31,9 @@ ANSI = re.compile(r"\x1b\[")
 
 
 @pytest.fixture
-def kube():
-    emulator = KubeEmulator().start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
-@pytest.fixture
 def env(helm, kube, tmp_path) -> dict[str, str]:
     """helm's isolated homes + KUBECONFIG of this test's emulator + the recipe's variables + HELM_BIN."""
-    env = {k: v for k, v in helm.env.items()
-           if k not in ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_DRIVER", "HELM_DEBUG", "HELM_NEMO_DEBUG", "NO_COLOR")}
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env.update(RECIPE_ENV, KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), HOME=str(home),
-               HELM_BIN=str(helm.binary))
-    return env
+    return {**cluster_env(helm.env, kube, tmp_path, drop=("NO_COLOR",)), **RECIPE_ENV, "HELM_BIN": str(helm.binary)}
 
 
 def nemo(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:

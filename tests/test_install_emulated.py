@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import cluster_env
 from kube_emulator import KubeEmulator, decode_protobuf, label_selector_matches, strategic_merge_patch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,22 +28,8 @@ BUCKET_SET = ["--set", "volumes.gcsMounts[0].bucketName=bkt-1", "--set", "volume
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "PersistentVolume"}
 
 
-@pytest.fixture
-def kube():
-    emulator = KubeEmulator().start()
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
-
-
 def _cluster_env(base: dict[str, str], kube: KubeEmulator, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in base.items()
-           if k not in ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_DRIVER", "HELM_DEBUG", "HELM_NEMO_DEBUG")}
-    home = tmp_path / "home"  # client-go's discovery cache goes to $HOME/.kube/cache
-    home.mkdir(exist_ok=True)
-    env.update(RECIPE_ENV, KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), HOME=str(home))
-    return env
+    return {**cluster_env(base, kube, tmp_path), **RECIPE_ENV}
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ deterministic exactly when the values set the time (goldens do) or the identifie
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from datetime import datetime, timezone
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import JOB_TIMESTAMP
+from conftest import JOB_TIMESTAMP, cluster_env
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD_CHARTS = sorted(p.parent for kind in ("jobset", "nemo-training") for p in (ROOT / "charts").glob(f"*/{kind}/Chart.yaml"))
@@ -106,37 +105,27 @@ def test_helm_nemo_stamps_install_and_template_with_the_time(monkeypatch):
         assert plan.values["workload"]["jobTimestamp"] == "2026-01-01-00-00-00"
 
 
-def test_helm_nemo_install_twice_is_two_runs(helm, tmp_path, monkeypatch):
+def test_helm_nemo_install_twice_is_two_runs(helm, kube, tmp_path):
     """The real plugin path against the API emulator: install, uninstall, install the same release again -
     the second run has its own JOB_IDENTIFIER (it neither writes into nor resumes from the first's)."""
     import subprocess
     import sys
 
-    from kube_emulator import KubeEmulator
-
     values = tmp_path / "v.yaml"
     values.write_text("accelerator: a4\nchart: jobset\nworkload: {gpus: 8, image: 'nvcr.io/nvidia/nemo:25.07'}\n")
-    kube = KubeEmulator().start()
-    try:
-        home = tmp_path / "home"
-        home.mkdir()
-        env = {k: v for k, v in helm.env.items() if k not in ("SOURCE_DATE_EPOCH", "HELM_NAMESPACE", "HELM_KUBECONTEXT")}
-        env.update(KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), HOME=str(home), HELM_BIN=str(helm.binary))
-        identities = []
-        for attempt in range(2):
-            if attempt:
-                time.sleep(1.1)
-            for verb in (["install"], ["uninstall"]):
-                proc = subprocess.run([sys.executable, "-m", "helm_nemo", *verb, "run", "--values", str(values), "-n", "t"],
-                                      env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-                assert proc.returncode == 0, proc.stderr
-                if verb == ["install"]:
-                    jobset = kube.get("JobSet", "run", "t")
-                    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-                    env_ = {e["name"]: e.get("value") for e in pod["containers"][-1]["env"]}
-                    identities.append((env_["JOB_IDENTIFIER"], env_["JOB_TIMESTAMP"]))
-        (first, t1), (second, t2) = identities
-        assert first == f"run-{t1}" and second == f"run-{t2}" and first != second
-        assert json.dumps(identities)  # both recorded
-    finally:
-        kube.stop()
+    env = {**cluster_env(helm.env, kube, tmp_path, drop=("SOURCE_DATE_EPOCH",)), "HELM_BIN": str(helm.binary)}
+    identities = []
+    for attempt in range(2):
+        if attempt:
+            time.sleep(1.1)
+        for verb in (["install"], ["uninstall"]):
+            proc = subprocess.run([sys.executable, "-m", "helm_nemo", *verb, "run", "--values", str(values), "-n", "t"],
+                                  env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+            assert proc.returncode == 0, proc.stderr
+            if verb == ["install"]:
+                jobset = kube.get("JobSet", "run", "t")
+                pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+                env_ = {e["name"]: e.get("value") for e in pod["containers"][-1]["env"]}
+                identities.append((env_["JOB_IDENTIFIER"], env_["JOB_TIMESTAMP"]))
+    (first, t1), (second, t2) = identities
+    assert first == f"run-{t1}" and second == f"run-{t2}" and first != second
