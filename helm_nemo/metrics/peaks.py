@@ -1,10 +1,9 @@
 """Peak dense tensor TFLOPS per GPU and precision: the denominator of MFU.
 
-The accelerator profiles carry these figures (`peakTflops` in values/accelerators/*.yaml); this table
-is the same data keyed by GPU model, documented in docs/metrics.md, so that `--accelerator h100` (the
-gpu-recipes spelling) works and GPUs without a profile on this branch yet (GB300, RTX PRO 6000
-Blackwell) have their figures in one reviewed place. tests/test_metrics.py checks that every
-profile's `peakTflops` equals the entry for its `gpu`.
+The accelerator profiles carry these figures (`peakTflops` in values/accelerators/*.yaml, the one place
+they are written, documented in docs/metrics.md); gpu_peaks() keys them by GPU model, so that
+`--accelerator h100` (the gpu-recipes spelling) works too. tests/test_metrics.py checks that profiles
+sharing a GPU agree.
 
 Dense means without 2:4 structured sparsity: NVIDIA's datasheets print the sparse figure with a
 footnote; the dense one is half of it. H100/H200/B200 are the figures gpu-recipes'
@@ -15,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 PRECISIONS = ("bf16", "fp8")
 
@@ -39,18 +39,6 @@ class Peak:
         return out
 
 
-# Keyed by normalised GPU name (see gpu_key). Sources: the vendor datasheet or product page.
-GPU_PEAKS: dict[str, Peak] = {
-    "a100": Peak("A100", 312, None, "https://www.nvidia.com/en-us/data-center/a100/"),
-    "h100": Peak("H100", 989, 1978, "https://resources.nvidia.com/en-us-tensor-core"),
-    "h200": Peak("H200", 989, 1978, "https://www.nvidia.com/en-us/data-center/h200/"),
-    "b200": Peak("B200", 2250, 4500, "https://www.nvidia.com/en-us/data-center/hgx/"),
-    "gb200": Peak("GB200", 2500, 5000, "https://www.nvidia.com/en-us/data-center/gb200-nvl72/"),
-    "gb300": Peak("GB300", 2500, 5000, "https://www.nvidia.com/en-us/data-center/gb300-nvl72/"),
-    "rtxpro6000": Peak("RTX PRO 6000 Blackwell", 503.8, 1007.6,
-                       "https://www.nvidia.com/en-us/data-center/rtx-pro-6000-blackwell-server-edition/"),
-}
-
 # Words a GPU name may carry that do not change its peak (memory size, form factor, edition).
 _NOISE = re.compile(r"\d+\s*gb\b|\bsxm\d*\b|\bblackwell\b|\bserver\b|\bedition\b|\bnvidia\b", re.I)
 
@@ -60,5 +48,17 @@ def gpu_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", _NOISE.sub("", name).lower())
 
 
+@lru_cache(maxsize=1)
+def gpu_peaks() -> dict[str, Peak]:
+    """The profiles' peaks by normalised GPU name (see gpu_key), in profile order."""
+    from helm_nemo.generate.profiles import load_profiles
+
+    peaks: dict[str, Peak] = {}
+    for profile in load_profiles().values():
+        peak = profile["peakTflops"]
+        peaks.setdefault(gpu_key(profile["gpu"]), Peak(profile["gpu"], peak["bf16"], peak.get("fp8"), peak["source"]))
+    return peaks
+
+
 def gpu_peak(name: str) -> Peak | None:
-    return GPU_PEAKS.get(gpu_key(name))
+    return gpu_peaks().get(gpu_key(name))

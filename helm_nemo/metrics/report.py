@@ -19,7 +19,7 @@ import re
 from helm_nemo.user_errors import Problem, UserError
 from helm_nemo.metrics import flops as flops_model
 from helm_nemo.metrics.logs import StepLog, average_seconds, read_log, select_steps
-from helm_nemo.metrics.peaks import PRECISIONS, GPU_PEAKS, gpu_peak
+from helm_nemo.metrics.peaks import PRECISIONS, gpu_peak, gpu_peaks
 
 DEFAULT_START, DEFAULT_END = 10, 30
 _CLI = "command line"
@@ -317,7 +317,7 @@ def _accelerator_choices() -> str:
     from helm_nemo import resources
 
     ids = sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml"))
-    return "an accelerator profile (" + ", ".join(ids) + ") or a GPU (" + ", ".join(p.gpu for p in GPU_PEAKS.values()) + ")"
+    return "an accelerator profile (" + ", ".join(ids) + ") or a GPU (" + ", ".join(p.gpu for p in gpu_peaks().values()) + ")"
 
 
 def to_json(report: Report) -> str:
