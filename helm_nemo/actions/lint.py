@@ -96,32 +96,15 @@ def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=pri
     return check_duplicates(rendered, echo=echo, hint=hint) and clean
 
 
-def render_each(plans, helm, extra: list[str], say, *, failed: str = "", empty: str = "", warm=None):
-    """`helm template` of every release, side by side (one helm each; `warm` runs meanwhile): the rendered
-    texts in release order, or the exit code of the first release that failed or printed nothing (said
-    through `say`, each message followed by `failed` / `empty`)."""
-    rendered = []
-    for plan, proc in zip(plans, releases.render_all(plans, helm, extra, while_waiting=warm)):
-        if proc.returncode != 0:
-            say(proc.stderr.rstrip())
-            say(f"helm nemo: rendering release {plan.release}{failed or ' failed'}")
-            return proc.returncode or 1
-        if not proc.stdout.strip():
-            say(releases.empty_render(plan, proc) + empty)
-            return 1
-        rendered.append((plan, proc.stdout))
-    return rendered
-
-
 def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
                err=print) -> int:
     """Render every release with helm template and validate it: 0 clean, 2 problems, helm's code if rendering fails."""
     for plan in plans:
         for warning in plan.warnings:
             err(f"warning: {warning}")
-    rendered = render_each(plans, helm, extra, err, warm=lambda: warm_validators(plans, kube_version))
-    if isinstance(rendered, int):
-        return rendered
+    rendered, code = releases.render_each(plans, helm, extra, err, warm=lambda: warm_validators(plans, kube_version))
+    if code:
+        return code
     clean = True
     for plan, text in rendered:
         if check_rendered(plan, text, kube_version=kube_version, echo=echo):
@@ -141,10 +124,11 @@ def preflight(plans, helm, extra: list[str], *, echo=print) -> int:
     """Before installing: render and validate every release of the recipe, so none is installed if one is
     invalid. 0 when all are clean."""
     kube_version = kube_version_from_flags(extra)
-    rendered = render_each(plans, helm, extra, echo, failed=f" for validation failed; nothing was installed {SKIP_HINT}",
-                           empty="; nothing was installed", warm=lambda: warm_validators(plans, kube_version))
-    if isinstance(rendered, int):
-        return rendered
+    rendered, code = releases.render_each(plans, helm, extra, echo, empty="; nothing was installed",
+                                          failed=f" for validation failed; nothing was installed {SKIP_HINT}",
+                                          warm=lambda: warm_validators(plans, kube_version))
+    if code:
+        return code
     if not check_recipe(rendered, kube_version=kube_version, echo=echo):
         echo(f"helm nemo: nothing was installed {SKIP_HINT}")
         return releases.EXIT_INVALID_MANIFESTS

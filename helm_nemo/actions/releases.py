@@ -115,33 +115,43 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 EXIT_INVALID_MANIFESTS = 2
 
 
+def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], say: Echo, *, failed: str = "",
+                empty: str = "", warm: Callable[[], object] | None = None) -> tuple[list[tuple[ReleasePlan, str]], int]:
+    """`helm template` of every release side by side (`warm` runs meanwhile): ([(plan, text)] of the releases
+    before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
+    `say` with `failed` / `empty` after the message)."""
+    rendered = []
+    for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm)):
+        if proc.returncode != 0:
+            say(proc.stderr.rstrip())
+            say(f"helm nemo: rendering release {plan.release}{failed or ' failed'}")
+            return rendered, proc.returncode or 1
+        if not proc.stdout.strip():
+            say(empty_render(plan, proc) + empty)
+            return rendered, 1
+        rendered.append((plan, proc.stdout))
+    return rendered, 0
+
+
 def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
              echo: Echo = _stderr, check: Callable[[list[tuple[ReleasePlan, str]]], bool] | None = None,
              prepare: Callable[[], object] | None = None) -> int:
     """Render every release (side by side, output in order). With `check` ([(plan, rendered text)]) -> ok,
     every release is rendered and checked first (together: objects two releases share), and nothing is
     written unless all are ok; `prepare` runs while helm renders."""
-    rendered: list[tuple[ReleasePlan, str]] = []
     for plan in plans:
         for warning in plan.warnings:
             echo(f"warning: {warning}")
         stamp_job_time(plan)  # the run identity install would give (SOURCE_DATE_EPOCH fixes it)
     from helm_nemo.timings import mark
 
-    procs = render_all(plans, helm, extra, while_waiting=prepare)
+    rendered, code = render_each(plans, helm, extra, echo, warm=prepare)
     mark("helm template (validators compiled meanwhile)")
-    for plan, proc in zip(plans, procs):
-        if proc.returncode != 0:
-            echo(proc.stderr.rstrip())
-            echo(f"helm nemo: rendering release {plan.release} failed")
-            return proc.returncode or 1
-        if not proc.stdout.strip():
-            echo(empty_render(plan, proc))
-            return 1
-        if check is None:
-            out.write(proc.stdout)
-        else:
-            rendered.append((plan, proc.stdout))
+    if check is None:
+        for _, text in rendered:
+            out.write(text)
+    if code:
+        return code
     if check is not None:
         if not check(rendered):
             return EXIT_INVALID_MANIFESTS
