@@ -187,7 +187,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", default="", metavar="KEY,…",
+                        help="run only these figures (template, template_helm3, plugin, recipe, scale, generate, validate); "
+                             "for quick comparisons while working, never with --check")
     args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    if only and args.check:
+        parser.error("--only measures a part; --check needs every figure")
+    wanted = lambda key: not only or key in only  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         result = {
@@ -195,19 +202,21 @@ def main() -> int:
                         "helm": subprocess.run([HELM, "version", "--template", "{{.Version}}"], capture_output=True,
                                                text=True).stdout},
             "rounds": args.rounds,
-            "template": bench_template(args.rounds, tmp, HELM, "Helm 4"),
-            "template_helm3": bench_template(args.rounds, tmp, HELM3, "Helm 3"),
-            "plugin": bench_plugin(args.rounds, tmp),
-            "recipe": bench_recipe(args.rounds, tmp),
-            "scale": bench_scale(args.rounds),
-            **bench_generate(args.rounds, tmp),
-            "validate": bench_validate(args.rounds),
+            "template": bench_template(args.rounds, tmp, HELM, "Helm 4") if wanted("template") else None,
+            "template_helm3": bench_template(args.rounds, tmp, HELM3, "Helm 3") if wanted("template_helm3") else None,
+            "plugin": bench_plugin(args.rounds, tmp) if wanted("plugin") else None,
+            "recipe": bench_recipe(args.rounds, tmp) if wanted("recipe") else None,
+            "scale": bench_scale(args.rounds) if wanted("scale") else None,
+            **(bench_generate(args.rounds, tmp) if wanted("generate") else {}),
+            "validate": bench_validate(args.rounds) if wanted("validate") else None,
         }
     missed = []
     print(f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
           f"{args.rounds} rounds")
     for key in ("template", "template_helm3", "plugin", "recipe", "scale"):
         r = result[key]
+        if r is None and not wanted(key):
+            continue
         if r is None or "error" in r:
             print(f"{key:9} failed: {(r or {}).get('error', 'not run')}")
             missed.append(key)
@@ -225,14 +234,16 @@ def main() -> int:
         if "without_validation" in r:
             w = r["without_validation"]
             print(f"{'':9} {'(no manifest check)':>22}: median {w['stats']['median']*1000:6.1f} ms, ratio {w['ratio']:.2f}")
-    for key in ("generate", "check"):
+    for key in ("generate", "check") if wanted("generate") else ():
         s, target = result[key]["stats"], result[key]["target"]
         ok = s["median"] <= target
         missed += [] if ok else [key]
         print(f"{key:9} {'helm-nemo ' + key:>22}: min {s['min']:.3f} s  median {s['median']:.3f} s  max {s['max']:.3f} s "
               f"(target <= {target} s) {'ok' if ok else 'MISSED'}")
     v = result["validate"]
-    if v is None:
+    if not wanted("validate"):
+        pass
+    elif v is None:
         print("validate  not available (bench/validate_bench.py missing)")
         missed.append("validate")
     elif "error" in v:

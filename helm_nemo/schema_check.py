@@ -11,7 +11,9 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterator
 
 ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "definitions", "deprecated",
                "x-helm-nemo-legacy", "$comment"}
@@ -37,6 +39,8 @@ def format_error(value: Any, fmt: Any) -> str | None:
 
 @dataclass(frozen=True)
 class SchemaError:
+    """One failed keyword of a schema check: where, which keyword, and the message jsonschema would write."""
+
     path: tuple  # where in the instance
     validator: str  # the failing keyword
     validator_value: Any

@@ -21,12 +21,13 @@ the manifests themselves, which is what it is asked for. docs/security.md states
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Iterator
 
 MASK = "***"
 MIN_FREE = 4  # shorter values are masked only where quoted or whole (see the module doc)
@@ -68,6 +69,8 @@ class Masker:
                 forms = _escaped_forms(value)
                 if len(value) >= MIN_FREE:
                     free |= forms
+                    import base64
+
                     free.add(base64.b64encode(value.encode()).decode())
                 else:
                     quoted |= {f"{q}{form}{q}" for form in forms for q in ("'", '"')}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Iterable
 
 EXIT_USER_ERROR = 2  # usage, substitution or schema error found before helm runs (helm-ecosystem.md §6)
 MAX_LINES = 40  # one screen

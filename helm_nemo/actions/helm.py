@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,6 +16,8 @@ class HelmNotFound(Exception):
 
 @dataclass(frozen=True)
 class HelmBinary:
+    """The helm to run; its version is asked only when a flag's spelling needs it."""
+
     path: str
 
     @property
@@ -44,6 +45,8 @@ def locate_helm() -> str:
         candidate = checkout / ".tools" / f"helm{major}" / "helm"
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
+    import shutil
+
     found = shutil.which("helm")
     if found:
         return found

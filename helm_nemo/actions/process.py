@@ -22,7 +22,9 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Iterator, TextIO
 
 from helm_nemo.secrets import mask
 

@@ -39,6 +39,8 @@ class PublishError(Exception):
 
 @dataclass
 class Outcome:
+    """What publishing did with one chart (pushed, skipped as already there, refused ...)."""
+
     chart: str
     version: str
     content_digest: str

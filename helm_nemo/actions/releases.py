@@ -11,14 +11,17 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timezone
-from typing import Callable, TextIO
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Callable, TextIO
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
 from helm_nemo.actions.process import Interrupted, run_helm
 from helm_nemo.secrets import mask
 from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
-Echo = Callable[[str], None]
+if TYPE_CHECKING:
+    Echo = Callable[[str], None]
 
 
 def _stderr(message: str) -> None:

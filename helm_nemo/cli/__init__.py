@@ -1,17 +1,16 @@
 """`helm-nemo` / `helm nemo`: a thin click layer over the library.
 
-Heavy imports (jinja2, jsonschema, ruamel) happen inside the commands that need them, so start-up
-stays fast. User errors print one screen and exit 2; tracebacks only with --debug / HELM_DEBUG=true.
+Start-up is most of a run's own cost, so nothing heavy is imported here: the click group lives in
+cli/group.py, each command's module loads on first use, and the hot release commands (template, lint,
+install, upgrade, uninstall) are parsed by cli/direct.py without importing click at all whenever their
+command line is one it reads exactly as click would (anything else goes to click). User errors print
+one screen and exit 2; tracebacks only with --debug / HELM_DEBUG=true.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-import click
-
-from helm_nemo import __version__
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 
@@ -22,6 +21,8 @@ def _debug() -> bool:
 
 def _say(text: str, err: bool = True) -> None:
     """Print one message (stderr by default) with the values from the environment masked (helm_nemo.secrets)."""
+    import click  # echo: the message's encoding and stripping of terminal codes when not a terminal
+
     from helm_nemo.secrets import mask
 
     click.echo(mask(text), err=err)
@@ -72,6 +73,8 @@ def _output_failed(err: Exception) -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
         pass
+    import click
+
     error = getattr(err, "error", err)
     try:
         click.echo(f"helm nemo: cannot write the output: {getattr(error, 'strerror', None) or error}", err=True)
@@ -95,63 +98,67 @@ def _helm():
     return helm_binary()
 
 
-class _Main(click.Group):
-    """The command group: commands load on first use (COMMANDS); a failed write of the output, anywhere
-    in a command, is one line and exit 1."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str):
-        module = COMMANDS.get(name)
-        if module is None:
-            return None
-        import importlib
-
-        return getattr(importlib.import_module(f"helm_nemo.cli.{module}"), name)
-
-    def invoke(self, ctx: click.Context):
-        from helm_nemo.actions.process import OUTPUT_ERRNOS, OutputError
-
-        try:
-            return super().invoke(ctx)
-        except OutputError as err:
-            _output_failed(err)
-        except OSError as err:
-            if err.errno in OUTPUT_ERRNOS:
-                _output_failed(err)
-            raise
+def prog_name() -> str:
+    """`helm nemo` when helm runs us as its plugin, `helm-nemo` otherwise."""
+    return "helm nemo" if os.environ.get("HELM_PLUGIN_NAME") else "helm-nemo"
 
 
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
-@click.version_option(__version__, "--version", prog_name="helm-nemo")
-@click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks.")
-@click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
-    """Generate, validate, install and publish NeMo training charts.
+def __getattr__(name: str):
+    """`from helm_nemo.cli import main` (the click group) still works; it loads on first use."""
+    if name == "main":
+        from helm_nemo.cli.group import main
 
-    \b
-    Environment:
-      HELM_BIN              the helm to run (helm sets it for plugins)
-      HELM_NEMO_CHART_REPO  oci://HOST/PATH: charts by kind resolve to the published charts there
-      HELM_NEMO_HOME        a folder with charts/, schemas/, generator/, values/ to use instead of the shipped ones
-      HELM_DEBUG=true       tracebacks (same as --debug)
-      SBATCH_BIN, SCANCEL_BIN, SQUEUE_BIN, SACCT_BIN, SCONTROL_BIN  Slurm commands (--target slurm; default: PATH)
-    """
-    if debug:
-        os.environ["HELM_NEMO_DEBUG"] = "1"
-    if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
-        ctx.exit(0)
+        return main
+    raise AttributeError(name)
+
+
+# Standard modules imported on every run but used only on rare paths: loaded when first used. `dataclasses`
+# imports `inspect` (with ast, dis and tokenize: ~10 ms, a tenth of a template run) only to write a
+# docstring for a dataclass that has none (ours all have one); click's help, tracebacks and jsonschema's
+# error paths load it for real when they use it.
+DEFERRED_MODULES = ("inspect",)
+
+
+def _defer_rare_modules() -> None:
+    """Put a stand-in in sys.modules for each of DEFERRED_MODULES not imported yet. The first attribute read
+    from it imports the real module, fills the stand-in with it (whoever holds the stand-in sees the real
+    module) and puts the real module in sys.modules. (importlib.util.LazyLoader cannot do this on Python
+    3.11: the next `import` statement reads the module's __spec__, which loads it.)"""
+    import types
+    from importlib.machinery import ModuleSpec
+
+    for name in DEFERRED_MODULES:
+        if name in sys.modules:
+            continue
+        stand_in = types.ModuleType(name, f"{name}, imported on first use")
+        stand_in.__spec__ = ModuleSpec(name, None)
+
+        def load(attribute: str, name=name, stand_in=stand_in):
+            import importlib
+
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+            real = importlib.import_module(name)
+            stand_in.__dict__.update(real.__dict__)
+            return getattr(real, attribute)
+
+        stand_in.__getattr__ = load
+        sys.modules[name] = stand_in
 
 
 def run() -> None:
     """Entry point: named `helm nemo` when helm runs us as its plugin, `helm-nemo` otherwise."""
     from helm_nemo import timings
 
+    _defer_rare_modules()
     timings.mark("start + imports")
     try:
-        main(prog_name="helm nemo" if os.environ.get("HELM_PLUGIN_NAME") else "helm-nemo")
+        from helm_nemo.cli import direct
+
+        if not direct.dispatch(sys.argv[1:]):
+            from helm_nemo.cli.group import main
+
+            main(prog_name=prog_name())
         code = 0
     except SystemExit as done:
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
@@ -183,5 +190,7 @@ def _exit_now(code: int) -> None:
 
 def _usage_error(message: str, hint: str) -> None:
     """A command-line mistake: one message and a hint, exit 2."""
+    import click
+
     click.echo(f"helm nemo: {message}\n    hint: {hint}", err=True)
     sys.exit(2)

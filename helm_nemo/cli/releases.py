@@ -1,15 +1,15 @@
-"""The release commands: template, install, upgrade, uninstall, lint, diff, validate, status (a values or
-recipe file -> release plans -> the real helm, or the Slurm target)."""
+"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate, status
+(a values or recipe file -> release plans -> the real helm, or the Slurm target). What they do is in
+cli/release_commands.py, which cli/direct.py also calls without click."""
 
 from __future__ import annotations
 
-import functools
-import os
 import sys
 
 import click
 
 from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceback
+from helm_nemo.cli import release_commands as run
 
 
 def _values_options(func):
@@ -45,28 +45,6 @@ def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | 
     return value
 
 
-def _plans(values_files, release: str | None, chart: str | None, chart_version: str | None,
-           chart_repo: str | None = None, root: str | None = None):
-    from helm_nemo.values.plan import build_plans
-
-    plans = build_plans(list(values_files), release=release, chart=chart, version=chart_version,
-                        chart_repo=chart_repo, root=root)
-    if chart_version:
-        for plan in plans:
-            plan.chart_version = chart_version
-    return plans
-
-
-def _extra(ctx: click.Context, namespace: str | None) -> list[str]:
-    extra = list(ctx.args)
-    if "helm_nemo_first_flag" in ctx.meta:
-        extra.insert(0, ctx.meta["helm_nemo_first_flag"])
-    if namespace:
-        extra = ["--namespace", namespace] + extra
-    return [a for a in extra if a != "--"]
-
-
-
 def _skip_validation_option(func):
     return click.option("--skip-manifest-validation", is_flag=True,
                         help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
@@ -77,151 +55,40 @@ def _target_option(func):
                         help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).")(func)
 
 
-def _release_command(body=None, *, names_only: bool = False):
-    """A release command's frame: build the plans (`names_only`: just the release names, what uninstall
-    needs), run `body(plans, extra, **options)`, exit with its code.
-
-    Everything printed from here on masks the values taken from the environment (--show-secrets prints
-    them); SIGINT/SIGTERM are passed on to helm (actions/process.py). Errors become exit codes here only:
-    user errors 2 (one screen, nothing sent to helm), signals 130/143, others 1.
-    """
-    if body is None:
-        return functools.partial(_release_command, names_only=names_only)
+def _release_command(body):
+    """The click side of a release command: its parsed options go to release_commands.run_release (what the
+    direct parser calls too); the help text is the body's docstring."""
+    import functools
 
     @functools.wraps(body)
     @click.pass_context
     def command(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
-        from helm_nemo import secrets
-        from helm_nemo.actions.process import Interrupted, forwarding_signals, received
+        from helm_nemo.cli.release_commands import helm_extra, run_release
 
-        with secrets.collecting(show=show_secrets), forwarding_signals():
-            try:
-                if names_only and options.get("target", "kubernetes") == "kubernetes":
-                    from helm_nemo.values.plan import release_names
-
-                    plans = release_names(list(values_files), release=release)
-                else:
-                    plans = _plans(values_files, release, chart, chart_version, chart_repo, root)
-                from helm_nemo.timings import mark
-
-                mark("values: load, substitute, schema")
-                code = body(plans, _extra(ctx, namespace), **options)
-                if received() is not None and not code:  # a signal no helm call was there to report
-                    raise Interrupted(received())
-            except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
-                _fail(err)
-        sys.exit(code)
+        extra = helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
+        run_release(body.__name__, values_files=values_files, root=root, show_secrets=show_secrets, chart=chart,
+                    chart_version=chart_version, chart_repo=chart_repo, namespace=namespace, release=release,
+                    extra=extra, **options)
 
     return command
 
 
-def _validated(plans, helm, extra, skip: bool, *, upgrade: bool = False) -> int:
-    """install/upgrade: render and validate every release before the first is sent (0: go on)."""
-    if skip:
-        return 0
-    from helm_nemo.actions import releases
-    from helm_nemo.actions.lint import preflight
-
-    for plan in plans:  # validate exactly what is installed (an upgrade keeps the installed stamp)
-        releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
-    return preflight(plans, helm, extra, echo=_say)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@_skip_validation_option
-@_target_option
-@_release_command
-def template(plans, extra, skip_manifest_validation, target):
-    """Render the release(s) of a values or recipe file with helm template (validated before printing);
-    with --target slurm, print the sbatch script instead."""
-    from helm_nemo.actions import releases
-
-    if target == "slurm":
-        from helm_nemo import secrets
-        from helm_nemo.targets import slurm_cli
-
-        return slurm_cli.template(plans, extra, show_secrets=not secrets.masking())  # --show-secrets
-
-    check = prepare = None
-    if not skip_manifest_validation:
-        from helm_nemo.actions.lint import SKIP_HINT, check_recipe, kube_version_from_flags, warm_validators
-
-        kube = kube_version_from_flags(extra)
-        check = lambda rendered: check_recipe(rendered, kube_version=kube, echo=_say, hint=SKIP_HINT)  # noqa: E731
-        prepare = lambda: warm_validators(plans, kube)  # noqa: E731
-    return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@_skip_validation_option
-@_target_option
-@_release_command
-def install(plans, extra, skip_manifest_validation, target):
-    """Install the release(s) of a values or recipe file, in order (all validated before the first install);
-    with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
-    from helm_nemo.actions import releases
-
-    if target == "slurm":
-        from helm_nemo.targets import slurm_cli
-
-        return slurm_cli.install(plans, extra)
-
-    helm = _helm()
-    return _validated(plans, helm, extra, skip_manifest_validation) or releases.install(plans, helm, extra, echo=_say)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@click.option("--kube-version", default=None, metavar="X.Y",
-              help="Kubernetes version to validate for (default 1.32); also passed to helm template.")
-@_release_command
-def lint(plans, extra, kube_version):
-    """Render the release(s) and validate every object offline: Kubernetes and CRD schemas (all errors),
-    names, quantities, GPUs and fabric vs the accelerator profile, env, volumes. Exit 2 on problems."""
-    from helm_nemo.actions.lint import lint_plans
-    from helm_nemo.validate import DEFAULT_KUBE_VERSION, resolve_kube_version
-
-    kube = kube_version or DEFAULT_KUBE_VERSION
-    resolve_kube_version(kube)  # a bad version fails before anything is rendered
-    if kube_version:
-        extra = ["--kube-version", kube_version] + extra
-    return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")
-@click.option("--diff", "show_diff", is_flag=True,
-              help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")
-@_skip_validation_option
-@_release_command
-def upgrade(plans, extra, install_missing, show_diff, skip_manifest_validation):
-    """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
-    installed release keeps its job timestamp)."""
-    from helm_nemo import secrets
-    from helm_nemo.actions import releases
-
-    helm = _helm()
-    if show_diff:
-        code = _print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
-                           show_secrets=not secrets.masking(), validate=not skip_manifest_validation)
-        if code == 2:
-            _say("helm nemo: nothing was upgraded")
-            return code
-    return _validated(plans, helm, extra, skip_manifest_validation, upgrade=True) or \
-        releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
-
-
-def _print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:
-    from helm_nemo.actions import diff as diffing
-    from helm_nemo.diff.report import Masker
-
-    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
-    masker = Masker(diffing.environment_secrets(values_files), enabled=not show_secrets)
-    return diffing.run(plans, helm, extra, masker=masker, output=output, color=color, validate=validate,
-                       out=lambda text: click.echo(text, color=color), err=_say)
+template = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
+    _release_command(run.template)))))
+install = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
+    _release_command(run.install)))))
+lint = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
+    "--kube-version", default=None, metavar="X.Y",
+    help="Kubernetes version to validate for (default 1.32); also passed to helm template.")(_release_command(run.lint))))
+upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
+    click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")(
+        click.option("--diff", "show_diff", is_flag=True,
+                     help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")(
+            _skip_validation_option(_release_command(run.upgrade))))))
+uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
+status = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
+    "--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
+    help="Only Slurm for now (Kubernetes: helm status / kubectl).")(_release_command(run.status))))
 
 
 @click.command(context_settings=PASSTHROUGH)
@@ -240,9 +107,10 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
 
     with secrets.collecting(show=show_secrets):
         try:
-            plans = _plans(values_files, release, chart, chart_version, chart_repo, root)
-            code = _print_diff(plans, _helm(), _extra(ctx, namespace), list(values_files), output=output,
-                               no_color=no_color, show_secrets=show_secrets, validate=not skip_manifest_validation)
+            plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root)
+            extra = run.helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
+            code = run.print_diff(plans, _helm(), extra, list(values_files), output=output, no_color=no_color,
+                                  show_secrets=show_secrets, validate=not skip_manifest_validation)
         except UserError as err:
             if _debug():
                 _say(_traceback(err))
@@ -254,34 +122,6 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
             _say(_traceback(err) if _debug() else f"helm nemo diff: {err}")
             code = 2
     sys.exit(code)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@_target_option
-@_release_command(names_only=True)
-def uninstall(plans, extra, target):
-    """Uninstall the release(s) of a values or recipe file, in reverse order (only their names are read); with
-    --target slurm, scancel the releases' queued and running jobs."""
-    from helm_nemo.actions import releases
-
-    if target == "slurm":
-        from helm_nemo.targets import slurm_cli
-
-        return slurm_cli.uninstall(plans, extra)
-    return releases.uninstall(plans, _helm(), extra, echo=_say)
-
-
-@click.command(context_settings=PASSTHROUGH)
-@_release_options
-@click.option("--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
-              help="Only Slurm for now (Kubernetes: helm status / kubectl).")
-@_release_command
-def status(plans, extra, target):
-    """Show the jobs of the release(s): squeue, then sacct (or scontrol) for ended ones. Exit 3 when none."""
-    from helm_nemo.targets import slurm_cli
-
-    return slurm_cli.status(plans, extra)
 
 
 @click.command()
@@ -296,7 +136,7 @@ def validate(values_files, root, show_secrets, chart, release, target):
 
     with secrets.collecting(show=show_secrets):
         try:
-            plans = _plans(values_files, release, chart, None, root=root)
+            plans = run.plans_of(values_files, release, chart, None, root=root)
             if target == "slurm":
                 from helm_nemo.targets import slurm_cli
 

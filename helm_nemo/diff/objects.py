@@ -26,6 +26,8 @@ HOOK_ANNOTATION = "helm.sh/hook"
 
 @dataclass(frozen=True, order=True)
 class ObjectId:
+    """What names an object in a release: apiVersion, kind, namespace, name."""
+
     api_version: str
     kind: str
     namespace: str
@@ -41,6 +43,8 @@ class ObjectId:
 
 @dataclass
 class ObjectDiff:
+    """One object that would be added, removed or changed, with its changed fields."""
+
     id: ObjectId
     change: str  # added | removed | changed
     fields: list[Difference] = field(default_factory=list)  # for a changed object

@@ -21,6 +21,8 @@ _INLINE = 100  # a value longer than this (as JSON) goes on its own lines
 
 @dataclass
 class ReleaseDiff:
+    """One release's differences: installed or not, and each object that would change."""
+
     release: str
     chart: str
     namespace: str | None

@@ -85,6 +85,8 @@ def normalize(node: Any, list_name: str | None = None) -> Any:
 
 @dataclass(frozen=True)
 class Difference:
+    """One field that differs between the installed and the new object."""
+
     path: str
     change: str  # added | removed | changed
     expected: Any = None

@@ -21,6 +21,8 @@ GENERATED_MARKER = ".generated-by-helm-nemo"
 
 @dataclass(frozen=True)
 class ChartSpec:
+    """One chart kind the generator writes: its version, description and schema."""
+
     kind: str
     version: str
     app_version: str

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True)
 class Architecture:
+    """The shape of a transformer, enough to count its training FLOPs."""
+
     layers: int
     hidden: int
     ffn: int  # dense MLP size (0 when every layer is MoE)
@@ -62,6 +64,8 @@ class Architecture:
 
 @dataclass(frozen=True)
 class KnownModel:
+    """A model by name: its architecture and, when gpu-recipes has one, the anchor's FLOPs per sample."""
+
     name: str
     arch: Architecture
     anchor_flops: float | None = None  # gpu-recipes training_metrics MODEL_FLOPS_PER_SAMPLE
@@ -151,6 +155,8 @@ def match_architecture(arch: Architecture) -> KnownModel | None:
 
 @dataclass(frozen=True)
 class ModelFlops:
+    """FLOPs per sample for a run, and where the figure came from."""
+
     name: str | None
     flops: float
     source: str  # "gpu-recipes table", "formula", "--model-flops"

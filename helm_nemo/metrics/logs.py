@@ -47,6 +47,8 @@ _STEP_TIME = re.compile(r"\bStep Time : (\S*?)s GPU utilization")
 
 @dataclass(frozen=True)
 class StepTiming:
+    """One step's time as a log line states it (and the line, for errors)."""
+
     step: int
     seconds: object  # a float when the log holds a number; checked when the step is used
     line: int
@@ -63,6 +65,8 @@ class StepTiming:
 
 @dataclass
 class StepLog:
+    """The step times read from one training log, in the log's format."""
+
     path: str
     format: str
     timings: list[StepTiming] = field(default_factory=list)

@@ -48,6 +48,8 @@ class Found:
 
 @dataclass
 class RecipeInputs:
+    """What a values or recipe file says about a run (GPUs, accelerator, precision, batch, model), each with its place."""
+
     path: Path
     release: str | None = None
     gpus: Found | None = None

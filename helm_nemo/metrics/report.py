@@ -47,12 +47,16 @@ class Request:
 
 @dataclass
 class Input:
+    """One input of a metrics report, with where it came from (shown next to the figure)."""
+
     value: object
     origin: str  # "command line", "default (bf16)", or where --values states it (file:line path)
 
 
 @dataclass
 class Report:
+    """A metrics report: the steps measured, the inputs used and the figures derived from them."""
+
     file: str
     format: str
     start_step: int

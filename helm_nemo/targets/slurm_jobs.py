@@ -56,6 +56,8 @@ def _checked(args: list[str], env: Mapping[str, str] | None = None) -> str:
 
 @dataclass
 class Submitted:
+    """A job sbatch accepted: its id and where its results and log go."""
+
     release: str
     job_id: str
     results_dir: str

@@ -27,9 +27,20 @@ manifests (the entry points). Nothing here runs helm: actions/lint.py calls this
 Public API: validate_manifests(docs, kube_version=...) -> [ManifestProblem]; format_problems(problems).
 """
 
-from helm_nemo.validate.documents import CHECKS, DEFAULT_KUBE_VERSION, Document, ManifestProblem, parse_documents
-from helm_nemo.validate.manifests import format_problems, validate_manifests
-from helm_nemo.validate.schemas import resolve_kube_version, shipped_kube_versions
+# The public names load on first use: the values checks import checks/names.py, and importing this package
+# must not load every check module and the schema machinery with it (start-up time).
+_PUBLIC = {"CHECKS": "documents", "DEFAULT_KUBE_VERSION": "documents", "Document": "documents",
+           "ManifestProblem": "documents", "parse_documents": "documents", "format_problems": "manifests",
+           "validate_manifests": "manifests", "resolve_kube_version": "schemas", "shipped_kube_versions": "schemas"}
+__all__ = sorted(_PUBLIC)
 
-__all__ = ["CHECKS", "DEFAULT_KUBE_VERSION", "Document", "ManifestProblem", "format_problems", "parse_documents",
-           "resolve_kube_version", "shipped_kube_versions", "validate_manifests"]
+
+def __getattr__(name: str):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

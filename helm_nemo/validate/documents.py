@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Mapping
 
 DEFAULT_KUBE_VERSION = "1.32"
 ACCELERATOR_LABEL = "helm-nemo.dev/accelerator"
@@ -42,6 +44,8 @@ CHECKS = {
 
 @dataclass(frozen=True)
 class ManifestProblem:
+    """One problem of a rendered object: which object, where inside it, what, and which check found it."""
+
     kind: str
     name: str
     path: str  # JSON path inside the object, e.g. $.spec.replicatedJobs[0].template
@@ -58,6 +62,8 @@ class ManifestProblem:
 
 @dataclass
 class Document:
+    """One parsed document of a render and where it came from."""
+
     data: Any
     source: str | None = None
     index: int = 0

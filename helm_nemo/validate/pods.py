@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterator, Mapping
 
 from helm_nemo.validate.quantity import parse_quantity
 
 @dataclass
 class PodTemplate:
+    """A pod template inside a workload object, with where it sits and how many pods it makes."""
+
     spec: dict
     meta: dict
     path: tuple  # path of the pod spec inside the object

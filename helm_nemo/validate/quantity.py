@@ -12,7 +12,9 @@ taken as written.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation, ROUND_UP
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 _DIGITS = "0123456789"
 _SUFFIX_CHARS = "eEinumkKMGTP"

@@ -1,7 +1,11 @@
 """Stage 2, a values or recipe file -> release plans: load with positions (load), ${VAR} substitution
 (substitute), the chart's schema with file:line errors (validation), releases, charts and files (plan)."""
 
-from typing import Any, Iterable
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable
 
 
 def value_at(data: Any, where: Iterable[Any]) -> Any:

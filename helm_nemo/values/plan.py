@@ -15,7 +15,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Mapping, Sequence
 
 from helm_nemo import resources
 from helm_nemo.values.recipe import (ReleaseName, json_path, load_all, problem, real_path, recipe_shape, release_name,

@@ -10,7 +10,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Mapping, Sequence
 
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}

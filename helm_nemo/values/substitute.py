@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Mapping
 
 from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path

@@ -12,30 +12,29 @@ jsonschema.Draft7Validator, imported only then (~80 ms).
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from typing import Any, Callable, NamedTuple
+from collections import namedtuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Callable
 
 from helm_nemo.secrets import mask
 from helm_nemo.user_errors import Problem, json_path, raise_if_problems
 
 __all__ = ["validate", "extra_problems", "raise_if_problems", "schema_errors"]
 
-Positions = Callable[[tuple], "tuple[int | None, int | None]"]
+if TYPE_CHECKING:
+    Positions = Callable[[tuple], "tuple[int | None, int | None]"]
 MAX_MESSAGE = 200
 _REQUIRED = re.compile(r"^'(?P<name>.*)' is a required property$", re.S)
 
 
-class SchemaError(NamedTuple):
-    """The engine-neutral part of a validation error."""
+class SchemaError(namedtuple("SchemaError", "path validator validator_value message schema instance")):
+    """The engine-neutral part of a validation error: path (tuple), validator (the keyword), validator_value,
+    message, schema (the node holding the keyword), instance."""
 
-    path: tuple
-    validator: str
-    validator_value: Any
-    message: str
-    schema: Any
-    instance: Any
+    __slots__ = ()
 
 
 def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
@@ -147,6 +146,8 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
             allowed, extra = _allowed_keys(node, error.instance)
             shown = ", ".join(sorted(allowed)[:12]) + (", …" if len(allowed) > 12 else "")
             for key in extra:
+                import difflib
+
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f"did you mean {close[0]!r}?" if close else (f"allowed keys here: {shown}" if allowed else None)
                 problems.append(problem(where + (key,), f"unknown key {key!r}", hint=hint))

@@ -1,0 +1,108 @@
+"""The hot release commands without click: importing click (and the standard modules it pulls in) is a
+good part of a short run's start-up, so a command line this module can read exactly as click would is
+parsed here and run by release_commands.run_release; anything else (help, an option helm gets, `--`,
+an option value that looks like an option, a bad choice, a folder given as values file ...) returns
+None and goes to click, which gives the usual answer or message.
+
+tests/test_cli_direct.py checks that every command line `parse` accepts gets the same options from click.
+"""
+
+from __future__ import annotations
+
+import os
+
+# option -> (parameter, "flag" | "value" | "values"), as cli/releases.py declares them for click
+_VALUES = {"-f": ("values_files", "values"), "--values": ("values_files", "values"), "--root": ("root", "value"),
+           "--show-secrets": ("show_secrets", "flag")}
+_RELEASE = {**_VALUES, "--chart": ("chart", "value"), "--version": ("chart_version", "value"),
+            "--chart-repo": ("chart_repo", "value"), "-n": ("namespace", "value"), "--namespace": ("namespace", "value")}
+_SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
+_TARGET = {"--target": ("target", "value")}
+_COMMON_DEFAULTS = {"values_files": (), "root": None, "show_secrets": False, "chart": None, "chart_version": None,
+                    "chart_repo": None, "namespace": None, "release": None}
+
+# command -> (its options, the defaults of the ones beyond _RELEASE)
+COMMANDS = {
+    "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
+    "install": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
+    "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
+    "upgrade": ({**_RELEASE, "-i": ("install_missing", "flag"), "--install": ("install_missing", "flag"),
+                 "--diff": ("show_diff", "flag"), **_SKIP},
+                {"install_missing": False, "show_diff": False, "skip_manifest_validation": False}),
+    "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
+}
+_TARGETS = ("kubernetes", "slurm")
+
+
+def parse(command: str, args: list[str]) -> dict | None:
+    """The parameters click would give `command` for `args`, or None when this parser does not read the
+    line exactly as click does (then click parses it)."""
+    if command not in COMMANDS:
+        return None
+    options, defaults = COMMANDS[command]
+    params: dict = {**_COMMON_DEFAULTS, **defaults}
+    values: list[str] = []
+    positional: list[str] = []
+    index = 0
+    while index < len(args):
+        token = args[index]
+        index += 1
+        if token.startswith("--"):
+            name, eq, value = token.partition("=")
+            attached = value if eq else None
+        elif token.startswith("-") and token != "-":
+            name, attached = token[:2], (token[2:] or None)
+        else:
+            if token == "-":
+                return None
+            positional.append(token)
+            continue
+        spec = options.get(name)
+        if spec is None:
+            return None  # an option for helm, --help, `--`: click's pass-through rules apply
+        parameter, kind = spec
+        if kind == "flag":
+            if attached is not None:
+                return None
+            params[parameter] = True
+            continue
+        if attached is None:
+            if index >= len(args):
+                return None
+            attached = args[index]
+            index += 1
+        if not attached or (attached.startswith("-") and not (kind == "values" and attached == "-")):
+            return None
+        if kind == "values":
+            values.append(attached)
+        else:
+            params[parameter] = attached
+    if not values or len(positional) > 1:
+        return None
+    if any(v != "-" and os.path.isdir(v) for v in values):
+        return None  # click: "is a directory"
+    root = params["root"]
+    if root is not None and not (os.path.isdir(root) and os.access(root, os.R_OK)):
+        return None  # click: does not exist / is a file / not readable
+    if params.get("target", "kubernetes") not in _TARGETS:
+        return None
+    params["values_files"] = tuple(values)
+    params["release"] = positional[0] if positional else None
+    return params
+
+
+def dispatch(argv: list[str]) -> bool:
+    """Run argv's command when `parse` reads it (exits through SystemExit); False: click should."""
+    params = parse(argv[0], argv[1:]) if argv else None
+    if params is None:
+        return False
+    import sys
+
+    from helm_nemo.cli.release_commands import helm_extra, run_release
+
+    try:
+        run_release(argv[0], extra=helm_extra([], None, params["namespace"]), **params)
+    except KeyboardInterrupt:  # before signals are forwarded: what click says
+        print("\nAborted!", file=sys.stderr)
+        sys.exit(1)
+    return True

@@ -1,0 +1,182 @@
+"""What the release commands do once their command line is parsed: no click here, so the direct parser
+(cli/direct.py) and the click declarations (cli/releases.py) run the same code.
+
+`run_release` is the frame of every release command: build the plans (for uninstall just the names),
+run the command's body, exit with its code. Everything printed from there on masks the values taken
+from the environment (--show-secrets prints them); SIGINT/SIGTERM are passed on to helm
+(actions/process.py). Errors become exit codes there only: user errors 2 (one screen, nothing sent to
+helm), signals 130/143, others 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from helm_nemo.cli import _fail, _helm, _out, _say
+
+
+def plans_of(values_files, release: str | None, chart: str | None, chart_version: str | None,
+             chart_repo: str | None = None, root: str | None = None):
+    from helm_nemo.values.plan import build_plans
+
+    plans = build_plans(list(values_files), release=release, chart=chart, version=chart_version,
+                        chart_repo=chart_repo, root=root)
+    if chart_version:
+        for plan in plans:
+            plan.chart_version = chart_version
+    return plans
+
+
+def helm_extra(args: list[str], first_flag: str | None, namespace: str | None) -> list[str]:
+    """What goes on to helm: the options we do not know (click hands the first one to RELEASE: `first_flag`)
+    and -n."""
+    extra = list(args)
+    if first_flag is not None:
+        extra.insert(0, first_flag)
+    if namespace:
+        extra = ["--namespace", namespace] + extra
+    return [a for a in extra if a != "--"]
+
+
+def run_release(name: str, *, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace,
+                release, extra: list[str], **options) -> None:
+    """Run release command `name` (a key of BODIES) and exit with its code."""
+    from helm_nemo import secrets
+    from helm_nemo.actions.process import Interrupted, forwarding_signals, received
+
+    body, names_only = BODIES[name]
+    with secrets.collecting(show=show_secrets), forwarding_signals():
+        try:
+            if names_only and options.get("target", "kubernetes") == "kubernetes":
+                from helm_nemo.values.plan import release_names
+
+                plans = release_names(list(values_files), release=release)
+            else:
+                plans = plans_of(values_files, release, chart, chart_version, chart_repo, root)
+            from helm_nemo.timings import mark
+
+            mark("values: load, substitute, schema")
+            code = body(plans, extra, **options)
+            if received() is not None and not code:  # a signal no helm call was there to report
+                raise Interrupted(received())
+        except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+            _fail(err)
+    sys.exit(code)
+
+
+def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False) -> int:
+    """install/upgrade: render and validate every release before the first is sent (0: go on)."""
+    if skip:
+        return 0
+    from helm_nemo.actions import releases
+    from helm_nemo.actions.lint import preflight
+
+    for plan in plans:  # validate exactly what is installed (an upgrade keeps the installed stamp)
+        releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
+    return preflight(plans, helm, extra, echo=_say)
+
+
+def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
+    """Render the release(s) of a values or recipe file with helm template (validated before printing);
+    with --target slurm, print the sbatch script instead."""
+    from helm_nemo.actions import releases
+
+    if target == "slurm":
+        from helm_nemo import secrets
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.template(plans, extra, show_secrets=not secrets.masking())  # --show-secrets
+
+    check = prepare = None
+    if not skip_manifest_validation:
+        def check(rendered):
+            from helm_nemo.actions.lint import SKIP_HINT, check_recipe, kube_version_from_flags
+
+            return check_recipe(rendered, kube_version=kube_version_from_flags(extra), echo=_say, hint=SKIP_HINT)
+
+        def prepare():
+            from helm_nemo.actions.lint import kube_version_from_flags, warm_validators
+
+            warm_validators(plans, kube_version_from_flags(extra))
+    return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
+
+
+def install(plans, extra, skip_manifest_validation=False, target="kubernetes"):
+    """Install the release(s) of a values or recipe file, in order (all validated before the first install);
+    with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
+    from helm_nemo.actions import releases
+
+    if target == "slurm":
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.install(plans, extra)
+
+    helm = _helm()
+    return validated(plans, helm, extra, skip_manifest_validation) or releases.install(plans, helm, extra, echo=_say)
+
+
+def lint(plans, extra, kube_version=None):
+    """Render the release(s) and validate every object offline: Kubernetes and CRD schemas (all errors),
+    names, quantities, GPUs and fabric vs the accelerator profile, env, volumes. Exit 2 on problems."""
+    from helm_nemo.actions.lint import lint_plans
+    from helm_nemo.validate import DEFAULT_KUBE_VERSION, resolve_kube_version
+
+    kube = kube_version or DEFAULT_KUBE_VERSION
+    resolve_kube_version(kube)  # a bad version fails before anything is rendered
+    if kube_version:
+        extra = ["--kube-version", kube_version] + extra
+    return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
+
+
+def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False):
+    """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
+    installed release keeps its job timestamp)."""
+    from helm_nemo import secrets
+    from helm_nemo.actions import releases
+
+    helm = _helm()
+    if show_diff:
+        code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
+                          show_secrets=not secrets.masking(), validate=not skip_manifest_validation)
+        if code == 2:
+            _say("helm nemo: nothing was upgraded")
+            return code
+    return validated(plans, helm, extra, skip_manifest_validation, upgrade=True) or \
+        releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
+
+
+def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:
+    import click
+
+    from helm_nemo.actions import diff as diffing
+    from helm_nemo.diff.report import Masker
+
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    masker = Masker(diffing.environment_secrets(values_files), enabled=not show_secrets)
+    return diffing.run(plans, helm, extra, masker=masker, output=output, color=color, validate=validate,
+                       out=lambda text: click.echo(text, color=color), err=_say)
+
+
+def uninstall(plans, extra, target="kubernetes"):
+    """Uninstall the release(s) of a values or recipe file, in reverse order (only their names are read); with
+    --target slurm, scancel the releases' queued and running jobs."""
+    from helm_nemo.actions import releases
+
+    if target == "slurm":
+        from helm_nemo.targets import slurm_cli
+
+        return slurm_cli.uninstall(plans, extra)
+    return releases.uninstall(plans, _helm(), extra, echo=_say)
+
+
+def status(plans, extra, target="slurm"):
+    """Show the jobs of the release(s): squeue, then sacct (or scontrol) for ended ones. Exit 3 when none."""
+    from helm_nemo.targets import slurm_cli
+
+    return slurm_cli.status(plans, extra)
+
+
+# Release command -> (its body, whether it needs only the release names).
+BODIES = {"template": (template, False), "install": (install, False), "lint": (lint, False),
+          "upgrade": (upgrade, False), "uninstall": (uninstall, True), "status": (status, False)}
