@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Iterable
 
 from helm_nemo.actions import releases
 from helm_nemo.validate.documents import DEFAULT_KUBE_VERSION, parse_documents

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Mapping
 
 from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
 from helm_nemo.validate.checks.containers import check_containers

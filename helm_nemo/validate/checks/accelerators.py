@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
-from typing import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Mapping
 
 from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, short
 from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource

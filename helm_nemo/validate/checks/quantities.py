@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Any, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Mapping
 
 from helm_nemo.validate.documents import Collector, short
 from helm_nemo.validate.pods import PodTemplate, containers
