@@ -5,7 +5,8 @@ Renders the example once with plain helm (the same chart and final values helm n
 bench/run.py plain_helm_inputs), then runs --rounds fresh interpreters, each:
   warm      import helm_nemo.actions.lint + warm_validators(plans)  (what the CLI runs while helm renders)
   validate  validate_manifests(rendered text)                         (validators ready)
-The plans are built before the clock starts (the CLI has them too); the figures are medians in ms.
+each with the schema cache filled (a previous run wrote it) and, for this checkout, also cold (an empty
+cache folder: the run writes it) and off (HELM_NEMO_CACHE_DIR=""). The plans are built before the clock starts (the CLI has them too); the figures are medians in ms.
 
 `--root DIR` measures the package in DIR (default: this checkout); `--before DIR` measures DIR too,
 alternately with it (A B A B ...), e.g. the main checkout for the code before a change.
@@ -63,9 +64,10 @@ def render(tmp: Path) -> Path:
     return path
 
 
-def fresh_run(root: Path, text: Path) -> dict:
+def fresh_run(root: Path, text: Path, cache: Path | str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(root)
+    env["HELM_NEMO_CACHE_DIR"] = str(cache)  # the schema cache (helm_nemo.validate.schema_cache)
     proc = subprocess.run([sys.executable, __file__, "--root", str(root), "--one-run", str(text)],
                           env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -91,20 +93,26 @@ def main() -> int:
     if args.one_run:
         print(json.dumps(one_run(args.root.resolve(), args.one_run)))
         return 0
-    roots = ([args.before.resolve()] if args.before else []) + [args.root.resolve()]
-    runs: dict[Path, list] = {root: [] for root in roots}
+    # (root, cache state): "cold" runs start with an empty cache folder, "cached" ones find it filled, "off"
+    # ones have none (HELM_NEMO_CACHE_DIR="")
+    cases = ([(args.before.resolve(), "cached")] if args.before else []) + \
+        [(args.root.resolve(), "off"), (args.root.resolve(), "cold"), (args.root.resolve(), "cached")]
+    runs: dict[tuple, list] = {case: [] for case in cases}
     with tempfile.TemporaryDirectory() as tmp:
         text = render(Path(tmp))
-        for root in roots:
-            fresh_run(root, text)  # (re)writes bytecode: not counted
-        for _ in range(args.rounds):
-            for root in roots:
-                runs[root].append(fresh_run(root, text))
+        for root, _ in cases:
+            fresh_run(root, text, Path(tmp) / f"cache-{abs(hash(root))}")  # bytecode, cache: not counted
+        for i in range(args.rounds):
+            for root, state in cases:
+                cache = "" if state == "off" else \
+                    Path(tmp) / (f"cold-{i}-{abs(hash(root))}" if state == "cold" else f"cache-{abs(hash(root))}")
+                runs[root, state].append(fresh_run(root, text, cache))
     results = []
-    for root in roots:
-        med = summary(runs[root])
-        results.append(med)
-        print(f"{med['package']}: median of {args.rounds} fresh processes, {med['problems']} problem(s)")
+    for case in cases:
+        med = summary(runs[case])
+        results.append({**med, "cache": case[1]})
+        print(f"{med['package']} ({case[1]} schema cache, if it has one): median of {args.rounds} fresh processes, "
+              f"{med['problems']} problem(s)")
         print(f"  import + warm_validators: {med['warm']:6.1f} ms")
         print(f"  validate_manifests:       {med['validate']:6.1f} ms")
         print(f"  total:                    {med['total']:6.1f} ms")

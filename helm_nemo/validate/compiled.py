@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
+from helm_nemo.validate.schema_cache import load_defs, load_json
 from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_node, prepare_crd_schema, registry
 
 # fast path: the schema compiled to closures that only answer "valid?". jsonschema walks a JobSet in
@@ -262,7 +263,7 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "form
 @lru_cache(maxsize=None)
 def _definitions(kube: tuple[int, int]) -> dict:
     """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
-    return json.loads((core_dir(kube) / "_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
+    return load_defs(core_dir(kube) / "_definitions.json")
 
 
 class _Checker:
@@ -321,7 +322,7 @@ def validator_for(api_version: str, kind: str, kube: tuple[int, int]):
     """The compiled validator for one kind, or None when there is no schema for it."""
     crd = crd_file(api_version, kind)
     if crd is not None and crd.is_file():
-        return _Checker(json.loads(crd.read_text(encoding="utf-8")), kube, prepare=prepare_crd_node,
+        return _Checker(load_json(crd), kube, prepare=prepare_crd_node,
                         schema_id=f"https://helm-nemo.dev/crd/{api_version}/{kind}")
     core = core_file(api_version, kind, kube)
     if not core.is_file():
