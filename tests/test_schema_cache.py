@@ -109,28 +109,35 @@ def test_the_entry_name_holds_the_code_and_marshal_versions(cache, tmp_path, mon
                                    for n in names)
 
 
-def _corruptions(payload_of):
+def _corruptions(kind: str):
     magic = schema_cache._MAGIC
-    return {
+    wrong_type = marshal.dumps({"a.B": 1}) if kind == "defs" else marshal.dumps(7)
+    out = {
         "empty": lambda raw: b"",
         "truncated": lambda raw: raw[: len(raw) // 2],
-        "header only": lambda raw: raw[: len(magic) + 4],
+        "header only": lambda raw: raw[: len(magic) + 8],
         "flipped byte": lambda raw: raw[:-5] + bytes([raw[-5] ^ 0x40]) + raw[-4:],
         "other magic": lambda raw: b"X" + raw[1:],
         "garbage": lambda raw: os.urandom(300),
-        "right checksum, not marshal": lambda raw: magic + _crc(b"\xff\xfe junk") + b"\xff\xfe junk",
-        "right checksum, wrong type": lambda raw: magic + _crc(payload_of) + payload_of,
+        "right checksum, not marshal": lambda raw: magic + _checked(b"\xff\xfe junk"),
+        "right checksum, wrong type": lambda raw: magic + _checked(wrong_type),
     }
+    if kind == "defs":  # an index whose entries point past the definitions
+        out["right checksum, index beyond the data"] = lambda raw: magic + _checked(marshal.dumps(
+            {name: (10**6, 9, 0) for name in DEFS["$defs"]}))
+    return out
 
 
-def _crc(payload: bytes) -> bytes:
+def _checked(payload: bytes) -> bytes:
     import binascii
 
-    return binascii.crc32(payload).to_bytes(4, "big")
+    return binascii.crc32(payload).to_bytes(4, "big") + len(payload).to_bytes(4, "big") + payload
 
 
-@pytest.mark.parametrize("kind", ["doc", "defs"])
-@pytest.mark.parametrize("how", list(_corruptions(b"")))
+CORRUPTIONS = [(kind, how) for kind in ("doc", "defs") for how in _corruptions(kind)]
+
+
+@pytest.mark.parametrize("kind,how", CORRUPTIONS, ids=[f"{k}-{h}" for k, h in CORRUPTIONS])
 def test_a_corrupt_entry_is_ignored_and_rewritten(cache, tmp_path, kind, how):
     source = tmp_path / "_definitions.json"
     source.write_text(json.dumps(DEFS))
@@ -139,9 +146,8 @@ def test_a_corrupt_entry_is_ignored_and_rewritten(cache, tmp_path, kind, how):
     load(source)
     (entry,) = entries(cache)
     good = entry.read_bytes()
-    wrong_type = marshal.dumps({"a.B": 1}) if kind == "defs" else marshal.dumps(7)
-    entry.write_bytes(_corruptions(wrong_type)[how](good))
-    assert dict(load(source)) == expected
+    entry.write_bytes(_corruptions(kind)[how](good))
+    assert dict(load(source)) == expected  # (a `defs` entry: a definition found corrupt when read)
     assert entries(cache) == [entry] and entry.read_bytes() == good  # rewritten whole
 
 
@@ -219,7 +225,9 @@ def test_concurrent_runs_on_an_empty_cache(cache, tmp_path):
     names = sorted(p.name for p in entries(cache))
     assert len(names) == 2 and not any(n.startswith(".") for n in names), names
     for entry in entries(cache):
-        assert schema_cache._read(entry, "defs" if "-defs-" in entry.name else "doc") is not None
+        kind = "defs" if "-defs-" in entry.name else "doc"
+        content = schema_cache._read(entry, kind, fallback=lambda: pytest.fail("a corrupt definition"))
+        assert content is not None and dict(content)
 
 
 def test_validation_is_the_same_with_the_cache_off_cold_and_filled(tmp_path):

@@ -2,10 +2,11 @@
 _definitions.json (1.3 MB, ~10 ms to read and parse) and the vendored CRD schemas (the JobSet's: 0.7 MB).
 
 Each schema file is cached as Python's `marshal` of its parsed content (a `$defs` file as one marshal per
-definition, unmarshalled when the check first needs it: a JobSet and a ConfigMap use a handful of the
-~640), under a name made of the source's size and CRC-32, this module's FORMAT, the package version and
-the marshal/Python versions: any change of the source or of the code reading it is a different file.
-The file holds the CRC-32 of its payload, checked before use.
+definition behind an index, unmarshalled when the check first needs it: a JobSet and a ConfigMap use a
+handful of the ~640), under a name made of the source's size and CRC-32, this module's FORMAT, the
+package version and the marshal/Python versions: any change of the source or of the code reading it is
+a different file. CRC-32s in the file are checked before use (a document's whole payload; a `$defs`
+file's index, then each definition when read: a corrupt one makes the source be parsed after all).
 
 Where: $HELM_NEMO_CACHE_DIR, else $HELM_CACHE_HOME/helm-nemo (helm sets it for its plugins: the plugin's
 cache lives with helm's), else $XDG_CACHE_HOME/helm-nemo, else ~/.cache/helm-nemo. Writes are atomic (a
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-FORMAT = 1
+FORMAT = 2
 _MAGIC = b"helm-nemo schema cache\n"
 
 
@@ -44,27 +45,41 @@ def cache_dir() -> Path | None:
 
 
 class LazyDefs(Mapping):
-    """A `$defs` mapping whose definitions are unmarshalled on first access (each once)."""
+    """A cached `$defs` mapping: each definition is unmarshalled, after its own CRC-32 is checked, on first
+    access. `index`: name -> (offset, length, CRC-32) in `payload`; `fallback()`: the parsed definitions,
+    for when an entry turns out corrupt (then every later access reads them)."""
 
-    def __init__(self, blobs: dict[str, bytes]):
-        self._blobs = blobs
+    def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback):
+        self._index, self._payload, self._fallback = index, payload, fallback
         self._loaded: dict[str, Any] = {}
+        self._parsed: dict | None = None
 
     def __getitem__(self, name: str) -> Any:
         try:
             return self._loaded[name]
         except KeyError:
-            value = self._loaded[name] = marshal.loads(self._blobs[name])
-            return value
+            pass
+        if self._parsed is None:
+            offset, length, crc = self._index[name]
+            blob = self._payload[offset:offset + length]
+            try:
+                if binascii.crc32(blob) != crc:
+                    raise ValueError("checksum")
+                self._loaded[name] = marshal.loads(blob)
+                return self._loaded[name]
+            except (ValueError, EOFError, TypeError):
+                self._parsed = self._fallback()
+        value = self._loaded[name] = self._parsed[name]
+        return value
 
     def __contains__(self, name: object) -> bool:
-        return name in self._blobs
+        return name in self._index
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._blobs)
+        return iter(self._index)
 
     def __len__(self) -> int:
-        return len(self._blobs)
+        return len(self._index)
 
 
 def load_json(path: Path) -> Any:
@@ -87,12 +102,13 @@ def _load(path: Path, kind: str) -> Any:
     crc = binascii.crc32(source)
     python = f"{sys.version_info[0]}{sys.version_info[1]}"
     name = f"{path.stem}-{kind}-{len(source)}-{crc:08x}-f{FORMAT}-v{__version__}-m{marshal.version}-py{python}.bin"
-    cached = _read(folder / name, kind)
-    if cached is not None:
-        return cached
-    parsed = _parse(source, kind)
-    _write(folder, name, parsed, kind)
-    return parsed
+    def parse_and_write():  # a cold cache, or a corrupt entry (rewritten)
+        parsed = _parse(source, kind)
+        _write(folder, name, parsed, kind)
+        return parsed
+
+    cached = _read(folder / name, kind, parse_and_write)
+    return parse_and_write() if cached is None else cached
 
 
 def _parse(source: bytes, kind: str) -> Any:
@@ -100,27 +116,29 @@ def _parse(source: bytes, kind: str) -> Any:
     return (data.get("$defs") or {}) if kind == "defs" else data
 
 
-def _read(file: Path, kind: str) -> Any:
-    """The cached content, or None when the file is missing, unreadable or not a whole valid cache file."""
+def _read(file: Path, kind: str, fallback) -> Any:
+    """The cached content, or None when the file is missing, unreadable or not a whole valid cache file.
+    A `doc` entry's payload is checked whole; a `defs` entry's index here, each definition when read."""
     try:
         with open(file, "rb") as handle:
             raw = handle.read()
     except OSError:
         return None
     head = len(_MAGIC)
-    if len(raw) < head + 4 or not raw.startswith(_MAGIC):
+    if len(raw) < head + 8 or not raw.startswith(_MAGIC):
         return None
-    payload = memoryview(raw)[head + 4:]
-    if binascii.crc32(payload) != int.from_bytes(raw[head:head + 4], "big"):
+    crc, size = int.from_bytes(raw[head:head + 4], "big"), int.from_bytes(raw[head + 4:head + 8], "big")
+    checked = memoryview(raw)[head + 8:head + 8 + size]
+    if len(checked) != size or binascii.crc32(checked) != crc:
         return None
     try:
-        data = marshal.loads(payload)
+        data = marshal.loads(checked)
     except (ValueError, EOFError, TypeError):
         return None
     if kind == "defs":
-        if not isinstance(data, dict) or not all(isinstance(v, bytes) for v in data.values()):
+        if not isinstance(data, dict) or not all(isinstance(v, tuple) and len(v) == 3 for v in data.values()):
             return None
-        return LazyDefs(data)
+        return LazyDefs(data, memoryview(raw)[head + 8 + size:], fallback)
     return data if isinstance(data, (dict, list)) else None
 
 
@@ -132,8 +150,18 @@ def _write(folder: Path, name: str, parsed: Any, kind: str) -> None:
         temporary = folder / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(descriptor, "wb") as handle:
-            payload = marshal.dumps({k: marshal.dumps(v) for k, v in parsed.items()} if kind == "defs" else parsed)
-            handle.write(_MAGIC + binascii.crc32(payload).to_bytes(4, "big") + payload)
+            if kind == "defs":  # the index (checked whole), then the definitions (each checked when read)
+                blobs, index, offset = [], {}, 0
+                for key, value in parsed.items():
+                    blob = marshal.dumps(value)
+                    index[key] = (offset, len(blob), binascii.crc32(blob))
+                    blobs.append(blob)
+                    offset += len(blob)
+                checked, rest = marshal.dumps(index), b"".join(blobs)
+            else:
+                checked, rest = marshal.dumps(parsed), b""
+            handle.write(_MAGIC + binascii.crc32(checked).to_bytes(4, "big") + len(checked).to_bytes(4, "big")
+                         + checked + rest)
         os.replace(temporary, folder / name)
         temporary = None
     except (OSError, ValueError):
