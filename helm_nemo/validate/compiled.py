@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Mapping
 
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short

@@ -22,8 +22,12 @@ import json
 import marshal
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterator
 
 FORMAT = 2
 _MAGIC = b"helm-nemo schema cache\n"
