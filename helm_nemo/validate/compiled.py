@@ -92,8 +92,8 @@ class _FastCompiler:
         return ("defs:" if in_defs else "local:") + name, base[name], in_defs
 
     def ref(self, ref: str, in_defs: bool, holder=None, index=None):
-        """The check of a $ref's target; lazily a stub that compiles the target once (shared by every $ref
-        to it) and, when given, puts it in holder[index]."""
+        """The check of a $ref's target; lazily a stub that compiles the target on first use (once: every
+        $ref to it then shares it) and, when given, puts it in holder[index] in its own place."""
         key, target, in_defs = self._target(ref, in_defs)
         compiled = self.cache.get(key)
         if compiled is not None:
@@ -108,7 +108,7 @@ class _FastCompiler:
 
         def first(v):
             fn = self.cache.get(key)
-            if fn is None or fn is first:
+            if fn is None:
                 fn = self.compile(target, in_defs)
                 self.cache[key] = fn
             if holder is not None:
