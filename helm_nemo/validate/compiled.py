@@ -4,7 +4,6 @@ of jsonschema, which still writes every message."""
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 
 TYPE_CHECKING = False
@@ -54,6 +53,10 @@ _TYPE_TESTS = {
 }
 
 
+_BOUNDS = (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
+           ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n))
+
+
 def _always(v: Any) -> bool:
     return True
 
@@ -82,7 +85,7 @@ class _FastCompiler:
         """`#/$defs/X` is relative to the resource being compiled (the kind's file or _definitions.json)."""
         if ref.startswith("#/$defs/"):
             name = ref[len("#/$defs/"):]
-        elif re.search(r"_definitions\.json#/\$defs/", ref):
+        elif "_definitions.json#/$defs/" in ref:
             name, in_defs = ref.split("#/$defs/", 1)[1], True
         else:
             raise _Unsupported(ref)
@@ -182,8 +185,7 @@ class _FastCompiler:
                 n = schema[key]
                 tests.append((lambda v, n=n: not isinstance(v, dict) or len(v) <= n) if op == "le"
                              else (lambda v, n=n: not isinstance(v, dict) or len(v) >= n))
-        for key, cmp in (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
-                         ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n)):
+        for key, cmp in _BOUNDS:
             if key in schema:
                 tests.append(lambda v, n=schema[key], c=cmp: not _is_number(v) or c(v, n))
         if "required" in schema:
