@@ -10,7 +10,9 @@ Figures (each the median of --rounds runs, every run in a fresh interpreter so n
             schema is included (what `helm nemo lint` pays once)
   warm      the same call again in the same process (schemas cached)
   parse     parsing the 1,000 documents from `helm template` text first (CSafeLoader), then validating warm
-`seconds` (compared with the target by bench/run.py) is the cold figure.
+`seconds` (compared with the target by bench/run.py) is the cold figure. The parsed schemas come from the
+disk cache (helm_nemo.validate.schema_cache) where the environment puts it, filled by the first run;
+HELM_NEMO_CACHE_DIR= (empty) measures without it.
 
   .venv/bin/python bench/validate_bench.py [--rounds N] [--documents N] [--json]
 """

@@ -21,9 +21,10 @@ from helm_nemo import validate as mv
 from helm_nemo.actions.lint import kube_version_from_flags
 from helm_nemo.validate import CHECKS, ManifestProblem, format_problems, parse_documents, validate_manifests
 from helm_nemo.validate.checks.names import dns_problems
-from helm_nemo.validate.compiled import validator_for
+from helm_nemo.validate import compiled
+from helm_nemo.validate.compiled import _Checker as Checker, validator_for
 from helm_nemo.validate.quantity import parse_quantity
-from helm_nemo.validate.schemas import go_regex_to_python, prepare_crd_schema
+from helm_nemo.validate.schemas import go_regex_to_python, prepare_crd_node, prepare_crd_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -418,6 +419,158 @@ def test_fast_path_agrees_with_jsonschema_on_goldens_and_mutations():
             assert validator.fast(mutated) == validator.slow.is_valid(mutated), (doc["kind"], path, node)
             checked += 1
     assert checked > 500
+
+
+def test_lazy_fast_path_agrees_with_the_eager_one_and_jsonschema():
+    """The validators compile a node when a value first reaches it (validator_for); compiled whole up
+    front (lazy=False) every keyword must be one the fast path has, and on goldens and mutations, fed in
+    one order to lazy checkers that are reused (so later documents meet half-compiled schemas), lazy,
+    eager and jsonschema give one verdict."""
+    kube = mv.resolve_kube_version(mv.DEFAULT_KUBE_VERSION)
+    rnd = random.Random(19)
+    values = [None, True, 1, 1.5, -3, "x", "", [], {}, {"zz": 1}, ["a"], "Indexed", "9Gi", "a" * 300]
+    docs = [d for g in GOLDENS for d in golden_docs(str(g.relative_to(GOLDEN)))]
+    lazy: dict = {}
+    checked = 0
+    for doc in docs:
+        key = (doc["apiVersion"], doc["kind"])
+        reference = validator_for(*key, kube) or validator_for(*key, mv.resolve_kube_version("1.34"))
+        if key not in lazy:
+            lazy[key] = Checker(reference.raw, reference.kube, reference._prepare, reference._schema_id)
+            eager = Checker(reference.raw, reference.kube, reference._prepare, reference._schema_id, lazy=False)
+            assert eager.fast is not None, f"{doc['kind']}: schema keyword the fast path lacks"
+            lazy[key, "eager"] = eager
+        nodes = list(_nodes(doc))[1:]
+        for _ in range(6):
+            mutated, (path, node) = copy.deepcopy(doc), rnd.choice(nodes)
+            if isinstance(node, dict) and rnd.random() < 0.5:
+                node = copy.deepcopy(node)
+                node[rnd.choice(["extra", "name", "templat"])] = rnd.choice(values)
+            else:
+                node = rnd.choice(values)
+            _set(mutated, path, node)
+            verdict = reference.slow.is_valid(mutated)
+            assert lazy[key].fast(mutated) == lazy[key, "eager"].fast(mutated) == verdict, (doc["kind"], path, node)
+            checked += 1
+    assert checked > 400
+
+
+def test_lazy_compilation_compiles_what_the_documents_reach(monkeypatch):
+    """A ConfigMap reaches a few nodes of its schema and of the shared definitions; a JobSet a part of its
+    CRD (which holds every field of a PodSpec). The count of compiled nodes shows the laziness."""
+    counted = []
+    real = compiled._FastCompiler.compile
+    monkeypatch.setattr(compiled._FastCompiler, "compile",
+                        lambda self, *a, **k: counted.append(self.lazy) or real(self, *a, **k))
+    kube = mv.resolve_kube_version(mv.DEFAULT_KUBE_VERSION)
+    for kind in ("ConfigMap", "JobSet"):
+        reference = validator_for(*{"ConfigMap": ("v1", "ConfigMap"),
+                                    "JobSet": ("jobset.x-k8s.io/v1alpha2", "JobSet")}[kind], kube)
+        counted.clear()
+        checker = Checker(reference.raw, kube, reference._prepare, reference._schema_id)
+        assert checker.is_valid_fast(doc_of(A3ULTRA, kind)) is True
+        lazy_count = len(counted)
+        counted.clear()
+        Checker(reference.raw, kube, reference._prepare, reference._schema_id, lazy=False)
+        assert 0 < lazy_count * 3 < len(counted), (kind, lazy_count, len(counted))
+
+
+def _fast_and_slow(schema: dict):
+    from jsonschema import Draft202012Validator
+
+    from helm_nemo.schema_check import whole_string_jsonschema
+
+    slow = whole_string_jsonschema(Draft202012Validator)(schema)
+    kube = mv.resolve_kube_version(mv.DEFAULT_KUBE_VERSION)
+    return Checker(schema, kube), Checker(schema, kube, lazy=False), slow
+
+
+TREE = {"$defs": {"node": {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
+    "name": {"type": "string", "pattern": "^[a-z]+$"},
+    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+    "labels": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}, "^[a-z]+$": {"type": "string"},
+                                                   "[0-9]": {"type": "integer"}},
+               "properties": {"fixed": {"enum": ["a", "b"]}}, "additionalProperties": {"type": "boolean"}}}}},
+    "$ref": "#/$defs/node"}
+
+
+def test_lazy_recursion_through_ref_and_pattern_properties_agree_with_jsonschema():
+    """One $ref target reached at several depths (recursion), patternProperties beside properties and a
+    schema-valued additionalProperties: a deep error is found only when the walk first gets there."""
+    def tree(depth: int, leaf: dict) -> dict:
+        return leaf if depth == 0 else {"name": "n", "children": [{"name": "m"}, tree(depth - 1, leaf)]}
+
+    leaves = [{"name": "ok"}, {"name": "Bad"}, {"name": "ok", "extra": 1}, {"children": []},
+              {"name": "ok", "labels": {"x-a": 1, "abc": "s", "fixed": "a", "AB": True}},
+              {"name": "ok", "labels": {"x-a": "1"}}, {"name": "ok", "labels": {"abc": 1}},
+              {"name": "ok", "labels": {"fixed": "c"}}, {"name": "ok", "labels": {"fixed": 1}},
+              {"name": "ok", "labels": {"AB": "s"}}, {"name": "ok", "labels": {"x-b": 2, "x-": True}},
+              {"name": "ok", "labels": {"fixed": "b", "x-1": 1, "Q": False}}, {"name": "ok", "children": {}},
+              {"name": "ok", "labels": {"a1": 1}}, {"name": "ok", "labels": {"a1": True}},
+              {"name": "ok", "labels": {"x-1": "s"}}, {"name": "ok\n"}]
+    lazy, eager, slow = _fast_and_slow(TREE)
+    verdicts = []
+    for depth in (0, 1, 5, 30):
+        for leaf in leaves:
+            doc = tree(depth, copy.deepcopy(leaf))
+            verdicts.append(slow.is_valid(doc))
+            assert lazy.fast(doc) == eager.fast(doc) == verdicts[-1], (depth, leaf)
+    assert True in verdicts and False in verdicts
+    # a fresh lazy checker whose first document holds its only error deep down
+    fresh, _, _ = _fast_and_slow(TREE)
+    assert fresh.fast(tree(20, {"name": "ok", "labels": {"x-q": "not a number"}})) is False
+    assert fresh.fast(tree(20, {"name": "ok", "labels": {"x-q": 3}})) is True
+
+
+def test_a_subschema_first_reached_by_a_later_document():
+    """Checkers are shared across documents: a field the first documents never had is compiled (and its
+    error found, with jsonschema's message) when a later one has it."""
+    reference = validator_for("jobset.x-k8s.io/v1alpha2", "JobSet", mv.resolve_kube_version(mv.DEFAULT_KUBE_VERSION))
+    checker = Checker(reference.raw, reference.kube, reference._prepare, reference._schema_id)
+    clean = jobset()
+    assert checker.is_valid_fast(clean) is True
+    late = jobset()
+    pod(late)["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": [3]}]}]}}}
+    assert checker.is_valid_fast(late) is False
+    messages = [e.message for e in checker.iter_errors(late)]
+    assert messages == ["3 is not of type 'string', 'null'"]
+    pod(late)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["3"]
+    assert checker.is_valid_fast(late) is True and checker.is_valid_fast(clean) is True
+
+
+def test_a_keyword_the_fast_path_lacks_hands_over_to_jsonschema_when_reached():
+    schema = {"type": "object", "properties": {"plain": {"type": "string"},
+                                               "odd": {"type": "array", "uniqueItems": True}}}
+    lazy, eager, slow = _fast_and_slow(schema)
+    assert eager.fast is None  # compiled whole, the unknown keyword is found at once
+    assert lazy.is_valid_fast({"plain": "x"}) is True  # not reached yet
+    assert lazy.is_valid_fast({"odd": [1, 1]}) is None and lazy.fast is None  # reached: jsonschema from now on
+    assert [e.message for e in lazy.iter_errors({"odd": [1, 1]})] == ["[1, 1] has non-unique elements"]
+    assert list(lazy.iter_errors({"odd": [1, 2], "plain": "y"})) == []
+    assert [e.message for e in lazy.iter_errors({"plain": 1})] == ["1 is not of type 'string'"]
+
+
+def test_prepare_crd_schema_leaves_its_input_alone_and_the_node_version_matches():
+    raw = json.loads((ROOT / "schemas/k8s/jobset.x-k8s.io/jobset_v1alpha2.json").read_text())
+    before = copy.deepcopy(raw)
+    whole = prepare_crd_schema(raw)
+    assert raw == before and whole != raw
+
+    def by_node(node, root=False):  # prepare_crd_node applied top-down, as the lazy fast path does
+        out = dict(prepare_crd_node(node, root=root))
+        for key, value in out.items():
+            if key in ("properties", "patternProperties", "$defs") and isinstance(value, dict):
+                out[key] = {k: by_node(v) for k, v in value.items()}
+            elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+                out[key] = by_node(value)
+            elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+                out[key] = [by_node(v) for v in value]
+        return out
+
+    assert by_node(raw, root=True) == whole
+    assert raw == before
 
 
 def _nodes(obj, path=()):

@@ -4,13 +4,16 @@ of jsonschema, which still writes every message."""
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, Iterable, Mapping
 
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
-from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_schema, registry
+from helm_nemo.validate.schema_cache import load_defs, load_json
+from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_node, prepare_crd_schema, registry
 
 # fast path: the schema compiled to closures that only answer "valid?". jsonschema walks a JobSet in
 # ~1 ms; the closures in a fraction of that. Only when a document is invalid does jsonschema run, so
@@ -35,60 +38,124 @@ def _json_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _type_test(name: str):
-    return {
-        "object": lambda v: isinstance(v, dict),
-        "array": lambda v: isinstance(v, list),
-        "string": lambda v: isinstance(v, str),
-        "null": lambda v: v is None,
-        "boolean": lambda v: isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-    }[name]
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_TYPE_TESTS = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "number": _is_number,
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+}
+
+
+_BOUNDS = (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
+           ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n))
+
+
+def _always(v: Any) -> bool:
+    return True
+
+
+def _never(v: Any) -> bool:
+    return False
 
 
 class _FastCompiler:
-    def __init__(self, root: dict, defs: dict):
+    """Compiles a schema to a yes/no closure. Lazily (the default): a node is compiled when a value first
+    reaches it, so compiling follows the documents validated, not the size of the schema (a JobSet's
+    schema holds every field of a PodSpec; a chart's JobSet uses a few dozen). A child's slot (a
+    property, `items`, a `$ref` target ...) first holds a stub that compiles the child, puts the result in
+    its place and calls it; a keyword the compiler lacks raises _Unsupported when its node is reached.
+    `prepare`: applied to each node of `root` (not to the shared $defs) before it is compiled (a CRD's
+    in-memory adjustments, schemas.prepare_crd_node). `lazy=False` compiles everything at once (tests)."""
+
+    def __init__(self, root: dict, defs: dict, prepare=None, lazy: bool = True):
         self.root = root
         self.defs = defs  # $defs of kubernetes-validate's _definitions.json
+        self.prepare = prepare
+        self.lazy = lazy
         self.cache: dict[str, Any] = {}
 
-    def ref(self, ref: str, in_defs: bool):
+    def _target(self, ref: str, in_defs: bool) -> tuple[str, Any, bool]:
         """`#/$defs/X` is relative to the resource being compiled (the kind's file or _definitions.json)."""
         if ref.startswith("#/$defs/"):
             name = ref[len("#/$defs/"):]
-        elif re.search(r"_definitions\.json#/\$defs/", ref):
+        elif "_definitions.json#/$defs/" in ref:
             name, in_defs = ref.split("#/$defs/", 1)[1], True
         else:
             raise _Unsupported(ref)
         base = self.defs if in_defs else (self.root.get("$defs") or {})
-        key = ("defs:" if in_defs else "local:") + name
-        if key not in self.cache:
-            if name not in base:
-                raise _Unsupported(ref)
+        if name not in base:
+            raise _Unsupported(ref)
+        return ("defs:" if in_defs else "local:") + name, base[name], in_defs
+
+    def ref(self, ref: str, in_defs: bool, holder=None, index=None):
+        """The check of a $ref's target; lazily a stub that compiles the target on first use (once: every
+        $ref to it then shares it) and, when given, puts it in holder[index] in its own place."""
+        key, target, in_defs = self._target(ref, in_defs)
+        compiled = self.cache.get(key)
+        if compiled is not None:
+            return compiled
+        if not self.lazy:
             cell: list = []
             self.cache[key] = lambda v: cell[0](v)  # recursion: filled in below
-            compiled = self.compile(base[name], in_defs)
+            compiled = self.compile(target, in_defs)
             cell.append(compiled)
             self.cache[key] = compiled
-        return self.cache[key]
+            return compiled
 
-    def compile(self, schema: Any, in_defs: bool = False):
+        def first(v):
+            fn = self.cache.get(key)
+            if fn is None:
+                fn = self.compile(target, in_defs)
+                self.cache[key] = fn
+            if holder is not None:
+                holder[index] = fn
+            return fn(v)
+
+        first.ref_key = key  # type: ignore[attr-defined]  # see _later: its holder then takes the target itself
+        return first
+
+    def _later(self, holder, index, schema: Any, in_defs: bool) -> None:
+        """holder[index] = the check of `schema`, compiled now (eager) or on its first call (lazy)."""
+        if not self.lazy or schema is True or schema is False:
+            holder[index] = self.compile(schema, in_defs)
+            return
+
+        def first(v):
+            fn = self.compile(schema, in_defs)
+            holder[index] = fn
+            result = fn(v)
+            key = getattr(fn, "ref_key", None)
+            if key is not None and self.cache.get(key) is not None:
+                holder[index] = self.cache[key]  # a lone $ref: the target itself, without the stub
+            return result
+
+        holder[index] = first
+
+    def compile(self, schema: Any, in_defs: bool = False, root: bool = False):
         if schema is True:
-            return lambda v: True
+            return _always
         if schema is False:
-            return lambda v: False
+            return _never
         if not isinstance(schema, dict):
             raise _Unsupported(repr(schema))
-        tests = []
+        if self.prepare is not None and not in_defs:
+            schema = self.prepare(schema, root=root)
         for key in schema:
-            if key not in _IGNORED and not key.startswith("x-") and key not in _FAST_KEYWORDS:
+            if key not in _FAST_KEYWORDS and key not in _IGNORED and not key.startswith("x-"):
                 raise _Unsupported(key)
+        tests: list = []
         if "$ref" in schema:
-            tests.append(self.ref(schema["$ref"], in_defs))
+            tests.append(self.ref(schema["$ref"], in_defs, tests, len(tests)))
         if "type" in schema:
             types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-            checks = tuple(_type_test(t) for t in types)
+            checks = tuple(_TYPE_TESTS[t] for t in types)
             tests.append(checks[0] if len(checks) == 1 else (lambda v, c=checks: any(t(v) for t in c)))
         if "enum" in schema:
             options = list(schema["enum"])
@@ -118,22 +185,23 @@ class _FastCompiler:
                 n = schema[key]
                 tests.append((lambda v, n=n: not isinstance(v, dict) or len(v) <= n) if op == "le"
                              else (lambda v, n=n: not isinstance(v, dict) or len(v) >= n))
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
-        for key, cmp in (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
-                         ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n)):
+        for key, cmp in _BOUNDS:
             if key in schema:
-                tests.append(lambda v, n=schema[key], c=cmp: not number(v) or c(v, n))
+                tests.append(lambda v, n=schema[key], c=cmp: not _is_number(v) or c(v, n))
         if "required" in schema:
             required = tuple(schema["required"])
             tests.append(lambda v, r=required: not isinstance(v, dict) or all(k in v for k in r))
         if any(k in schema for k in ("properties", "additionalProperties", "patternProperties")):
             tests.append(self._object(schema, in_defs))
         if "items" in schema:
-            item = self.compile(schema["items"], in_defs)
-            tests.append(lambda v, i=item: not isinstance(v, list) or all(i(x) for x in v))
+            item: list = [None]
+            self._later(item, 0, schema["items"], in_defs)
+            tests.append(lambda v, i=item: not isinstance(v, list) or all(i[0](x) for x in v))
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
-                subs = tuple(self.compile(s, in_defs) for s in schema[key])
+                subs: list = [None] * len(schema[key])
+                for index, sub in enumerate(schema[key]):
+                    self._later(subs, index, sub, in_defs)
                 if key == "allOf":
                     tests.append(lambda v, s=subs: all(t(v) for t in s))
                 elif key == "anyOf":
@@ -141,21 +209,30 @@ class _FastCompiler:
                 else:
                     tests.append(lambda v, s=subs: sum(1 for t in s if t(v)) == 1)
         if "not" in schema:
-            sub = self.compile(schema["not"], in_defs)
-            tests.append(lambda v, s=sub: not s(v))
+            negated: list = [None]
+            self._later(negated, 0, schema["not"], in_defs)
+            tests.append(lambda v, s=negated: not s[0](v))
         if not tests:
-            return lambda v: True
+            return _always
         if len(tests) == 1:
             return tests[0]
-        tests = tuple(tests)
-        return lambda v: all(t(v) for t in tests)
+        return lambda v: all(t(v) for t in tests)  # a list: a $ref's stub replaces itself in it
 
     def _object(self, schema: dict, in_defs: bool):
-        props = {k: self.compile(s, in_defs) for k, s in (schema.get("properties") or {}).items()}
-        patterns = tuple((pattern_regex(p), self.compile(s, in_defs))
-                         for p, s in (schema.get("patternProperties") or {}).items())
+        props: dict = {}
+        for name, sub in (schema.get("properties") or {}).items():
+            self._later(props, name, sub, in_defs)
+        patterns = []
+        for pattern, sub in (schema.get("patternProperties") or {}).items():
+            entry = [pattern_regex(pattern), None]
+            self._later(entry, 1, sub, in_defs)
+            patterns.append(entry)
         extra = schema.get("additionalProperties", True)
-        extra_test = None if extra is True else (False if extra is False else self.compile(extra, in_defs))
+        extra_test: list = [None]
+        if extra is False:
+            extra_test[0] = False
+        elif extra is not True:
+            self._later(extra_test, 0, extra, in_defs)
 
         def check(v):
             if not isinstance(v, dict):
@@ -168,13 +245,14 @@ class _FastCompiler:
                     if not patterns:
                         continue
                 matched = False
-                for regex, ptest in patterns:
-                    if regex.search(key):
+                for entry in patterns:
+                    if entry[0].search(key):
                         matched = True
-                        if not ptest(value):
+                        if not entry[1](value):
                             return False
-                if test is None and not matched and extra_test is not None:
-                    if extra_test is False or not extra_test(value):
+                if test is None and not matched:
+                    other = extra_test[0]
+                    if other is False or (other is not None and not other(value)):
                         return False
             return True
 
@@ -190,18 +268,33 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "form
 @lru_cache(maxsize=None)
 def _definitions(kube: tuple[int, int]) -> dict:
     """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
-    return json.loads((core_dir(kube) / "_definitions.json").read_text(encoding="utf-8")).get("$defs", {})
+    return load_defs(core_dir(kube) / "_definitions.json")
 
 
 class _Checker:
-    """A jsonschema validator with a compiled yes/no fast path in front of it."""
+    """A jsonschema validator with a compiled yes/no fast path in front of it. `prepare`: the adjustments
+    of a CRD's schema (schemas.prepare_crd_node), applied node by node as the fast path reaches them, and
+    to the whole schema only when jsonschema is needed; `schema_id`: the $id jsonschema sees."""
 
-    def __init__(self, schema: dict, kube: tuple[int, int]):
-        self.schema, self.kube, self._slow = schema, kube, None
+    def __init__(self, schema: dict, kube: tuple[int, int], prepare=None, schema_id: str | None = None,
+                 lazy: bool = True):
+        self.raw, self.kube, self._prepare, self._schema_id = schema, kube, prepare, schema_id
+        self._schema = None if prepare is not None or schema_id is not None else schema
+        self._slow = None
         try:
-            self.fast = _FastCompiler(schema, _definitions(kube)).compile(schema)
+            self.fast = _FastCompiler(schema, _definitions(kube), prepare, lazy).compile(schema, root=True)
         except _Unsupported:
             self.fast = None
+
+    @property
+    def schema(self) -> dict:
+        """The schema as jsonschema validates with it (a CRD's: prepared whole, with its $id)."""
+        if self._schema is None:
+            schema = prepare_crd_schema(self.raw) if self._prepare is not None else dict(self.raw)
+            if self._schema_id is not None:
+                schema["$id"] = self._schema_id
+            self._schema = schema
+        return self._schema
 
     @property
     def slow(self):
@@ -212,8 +305,19 @@ class _Checker:
             self._slow = whole_string_jsonschema(Draft202012Validator)(self.schema, registry=registry(self.kube))
         return self._slow
 
+    def is_valid_fast(self, doc: Any) -> bool | None:
+        """The fast path's verdict, or None when it cannot give one (a keyword it lacks, met in this
+        document: from then on jsonschema alone validates with this checker)."""
+        if self.fast is None:
+            return None
+        try:
+            return self.fast(doc)
+        except _Unsupported:
+            self.fast = None
+            return None
+
     def iter_errors(self, doc: Any):
-        if self.fast is not None and self.fast(doc):
+        if self.is_valid_fast(doc):
             return iter(())
         return self.slow.iter_errors(doc)
 
@@ -223,15 +327,14 @@ def validator_for(api_version: str, kind: str, kube: tuple[int, int]):
     """The compiled validator for one kind, or None when there is no schema for it."""
     crd = crd_file(api_version, kind)
     if crd is not None and crd.is_file():
-        schema = prepare_crd_schema(json.loads(crd.read_text(encoding="utf-8")))
-        schema["$id"] = f"https://helm-nemo.dev/crd/{api_version}/{kind}"
-    else:
-        core = core_file(api_version, kind, kube)
-        if not core.is_file():
-            return None
-        schema = json.loads(core.read_text(encoding="utf-8"))
-        if schema.get("properties", {}).get("kind", {}).get("enum") not in (None, [kind]):
-            return None  # the file name matched case-insensitively but the kind is spelt differently
+        return _Checker(load_json(crd), kube, prepare=prepare_crd_node,
+                        schema_id=f"https://helm-nemo.dev/crd/{api_version}/{kind}")
+    core = core_file(api_version, kind, kube)
+    if not core.is_file():
+        return None
+    schema = json.loads(core.read_text(encoding="utf-8"))
+    if schema.get("properties", {}).get("kind", {}).get("enum") not in (None, [kind]):
+        return None  # the file name matched case-insensitively but the kind is spelt differently
     return _Checker(schema, kube)
 
 

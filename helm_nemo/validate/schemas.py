@@ -106,10 +106,13 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "co
 
 
 def prepare_crd_schema(node: Any, *, root: bool = True) -> Any:
-    """The in-memory adjustments of a vendored CRD schema (see the module doc). Returns a new dict."""
+    """The in-memory adjustments of a vendored CRD schema (see the module doc), every node: a new schema
+    (the input is not changed). The fast check applies prepare_crd_node to the nodes it reaches instead."""
     if not isinstance(node, dict):
         return node
-    out = dict(node)
+    out = prepare_crd_node(node, root=root)
+    if out is node:
+        out = dict(node)
     for key in _SCHEMA_MAPS:
         if isinstance(out.get(key), dict):
             out[key] = {name: prepare_crd_schema(sub, root=False) for name, sub in out[key].items()}
@@ -119,25 +122,41 @@ def prepare_crd_schema(node: Any, *, root: bool = True) -> Any:
     for key in _SCHEMA_ONE:
         if isinstance(out.get(key), dict):
             out[key] = prepare_crd_schema(out[key], root=False)
-    if isinstance(out.get("pattern"), str):
-        out["pattern"] = _compilable(out["pattern"])
+    return out
+
+
+def prepare_crd_node(node: Any, *, root: bool = False) -> Any:
+    """prepare_crd_schema of one node, its subschemas left as they are: a new dict (or `node` itself when
+    nothing changes)."""
+    if not isinstance(node, dict):
+        return node
+    out = None
+    if isinstance(node.get("pattern"), str):
+        out = dict(node)
+        out["pattern"] = _compilable(node["pattern"])
         if out["pattern"] is None:
             del out["pattern"]
-    if out.get("x-kubernetes-preserve-unknown-fields") is True:
-        if out.get("additionalProperties") is False:
+    if node.get("x-kubernetes-preserve-unknown-fields") is True:
+        if node.get("additionalProperties") is False:
+            out = out or dict(node)
             del out["additionalProperties"]
-    elif "properties" in out and "additionalProperties" not in out:
+    elif "properties" in node and "additionalProperties" not in node:
+        out = out or dict(node)
         out["additionalProperties"] = False
-    typ = out.get("type")
+    typ = node.get("type")
     if isinstance(typ, str) and not root:
+        out = out or dict(node)
         out["type"] = [typ, "null"]
     elif isinstance(typ, list) and "null" not in typ and not root:
+        out = out or dict(node)
         out["type"] = [*typ, "null"]
-    if "enum" in out and not root and None not in out["enum"]:
-        out["enum"] = [*out["enum"], None]
-    if root and isinstance(out.get("properties"), dict) and "metadata" in out["properties"]:
-        out["properties"] = {**out["properties"], "metadata": {"$ref": OBJECTMETA_REF}}
-    return out
+    if "enum" in node and not root and None not in node["enum"]:
+        out = out or dict(node)
+        out["enum"] = [*node["enum"], None]
+    if root and isinstance(node.get("properties"), dict) and "metadata" in node["properties"]:
+        out = out or dict(node)
+        out["properties"] = {**node["properties"], "metadata": {"$ref": OBJECTMETA_REF}}
+    return node if out is None else out
 
 
 def _compilable(pattern: str) -> str | None:
@@ -147,5 +166,6 @@ def _compilable(pattern: str) -> str | None:
             return candidate
         except re.error:
             continue
-    UNCHECKED_PATTERNS.append(pattern)
+    if pattern not in UNCHECKED_PATTERNS:
+        UNCHECKED_PATTERNS.append(pattern)
     return None
