@@ -60,17 +60,21 @@ def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT, stages: lis
 
 
 def alternate(a: list[str] | list[list[str]], b: list[str] | list[list[str]], rounds: int, warmup: int = 2,
-              env: dict | None = None, stages: list | None = None) -> tuple[list[float], list[float]]:
-    """A and B alternately; each may be one command or several run one after another."""
-    def run(cmds, record=None) -> float:
+              env: dict | None = None, stages: list | None = None,
+              before_a=None) -> tuple[list[float], list[float]]:
+    """A and B alternately; each may be one command or several run one after another. `before_a` runs
+    (untimed) before each A (emptying a cache for a cold figure)."""
+    def run(cmds, record=None, before=None) -> float:
         cmds = cmds if isinstance(cmds[0], list) else [cmds]
+        if before is not None:
+            before()
         return sum(timed(c, env, stages=record) for c in cmds)
 
     for _ in range(warmup):
-        run(a), run(b)
+        run(a, before=before_a), run(b)
     ta, tb = [], []
     for _ in range(rounds):
-        ta.append(run(a, stages))
+        ta.append(run(a, stages, before_a))
         tb.append(run(b))
     return ta, tb
 
@@ -102,16 +106,21 @@ def plain_helm_inputs(tmp: Path, example: Path = EXAMPLE, helm: str = HELM) -> l
 
 
 def bench_template(rounds: int, tmp: Path, helm: str, name: str) -> dict:
-    env = {**ENV, "HELM_BIN": helm}
+    """Warm: the schema cache (validate/schema_cache.py) filled by the warm-up runs, as after a first run;
+    cold: emptied before every run (a first run after install or after an upgrade of helm-nemo)."""
+    cache = tmp / f"schema-cache-{name.replace(' ', '')}"
+    env = {**ENV, "HELM_BIN": helm, "HELM_NEMO_CACHE_DIR": str(cache)}
     ours = [str(VENV_BIN / "helm-nemo"), "template", "--values", str(EXAMPLE)]
     (plain,) = plain_helm_inputs(tmp, helm=helm)
     stages: list[dict] = []
     ta, tb = alternate(ours, plain, rounds, env=env, stages=stages)
+    td, te = alternate(ours, plain, rounds, env=env, before_a=lambda: shutil.rmtree(cache, ignore_errors=True))
     # The same without the offline manifest validation (--skip-manifest-validation), for the breakdown.
     tc, _ = alternate(ours + ["--skip-manifest-validation"], plain, rounds, env=env)
     return {"a": f"helm-nemo template ({name})", "b": f"helm template ({name})", "a_stats": stats(ta), "b_stats": stats(tb),
             "ratio": statistics.median(ta) / statistics.median(tb), "target": 2.0, "goal": 1.5,
             "stages_ms": stage_shares(stages),
+            "cold_cache": {"stats": stats(td), "ratio": statistics.median(td) / statistics.median(te)},
             "without_validation": {"stats": stats(tc), "ratio": statistics.median(tc) / statistics.median(tb)}}
 
 
@@ -197,6 +206,7 @@ def main() -> int:
     wanted = lambda key: not only or key in only  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        ENV["HELM_NEMO_CACHE_DIR"] = str(tmp / "schema-cache")  # filled by the warm-up runs, never the user's
         result = {
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                         "helm": subprocess.run([HELM, "version", "--template", "{{.Version}}"], capture_output=True,
@@ -231,6 +241,12 @@ def main() -> int:
             share = ms / (a["median"] * 1000) * 100
             print(f"{'':9} {'stage ' + stage:>22}: median {ms:6.1f} ms ({share:4.1f} %)" if len(stage) < 17 else
                   f"{'':9}   stage {stage}: median {ms:6.1f} ms ({share:4.1f} %)")
+        if "cold_cache" in r:
+            c = r["cold_cache"]
+            ok_cold = c["ratio"] <= r["target"]
+            missed += [] if ok_cold else [f"{key} (cold cache)"]
+            print(f"{'':9} {'cold schema cache':>22}: median {c['stats']['median']*1000:6.1f} ms, ratio {c['ratio']:.2f} "
+                  f"{'ok' if ok_cold else 'MISSED'}")
         if "without_validation" in r:
             w = r["without_validation"]
             print(f"{'':9} {'(no manifest check)':>22}: median {w['stats']['median']*1000:6.1f} ms, ratio {w['ratio']:.2f}")

@@ -17,6 +17,12 @@ HELMS = {
 # stamp), so goldens are reproducible: 2026-01-01-00-00-00 UTC. Tests of per-run identity unset it.
 FIXED_EPOCH = "1767225600"
 os.environ.setdefault("SOURCE_DATE_EPOCH", FIXED_EPOCH)
+# The manifest check's schema cache (validate/schema_cache.py) in one folder for the whole run, not in the
+# user's ~/.cache; tests of the cache's own location set the variables themselves.
+if "HELM_NEMO_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["HELM_NEMO_CACHE_DIR"] = tempfile.mkdtemp(prefix="helm-nemo-test-cache-")
 # The same time for plain `helm template` renders (the charts' workload.jobTimestamp).
 JOB_TIMESTAMP = "2026-01-01-00-00-00"
 

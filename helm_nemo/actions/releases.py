@@ -97,6 +97,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
         args = _helm_args(helm, ["template"], plan, "-", extra)
         proc = process.spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         runs.append((args, proc, helm_values_json(plan), {}))
+    from helm_nemo.timings import mark
+
+    mark("helm started")
 
     def collect(proc: subprocess.Popen, values: str, into: dict) -> None:
         into["out"], into["err"] = proc.communicate(values)
