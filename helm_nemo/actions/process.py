@@ -83,6 +83,32 @@ def spawn(args: list[str], **popen) -> subprocess.Popen:
     return proc
 
 
+def spawn_detached(args: list[str]) -> subprocess.Popen:
+    """helm started before validation (actions/early.py): its own process group even before signals are
+    forwarded (a Ctrl-C in the terminal reaches helm nemo only), pipes for all three streams, and signals
+    passed to it like to any helm once forwarding starts."""
+    proc = subprocess.Popen(args, process_group=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _State.children.add(proc)
+    return proc
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """Stop helm (SIGKILL to its process group: nothing it started outlives it), reap it, close its pipes."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # already gone
+        pass
+    proc.wait()
+    release(proc)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
 def release(proc: subprocess.Popen) -> None:
     """`proc` has exited (or is given up): no more signals for it."""
     _State.children.discard(proc)

@@ -92,11 +92,16 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 
     from helm_nemo.actions import process
 
+    from helm_nemo.actions import early
+
     runs = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
-        proc = process.spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = early.take(args)  # started before validation for exactly this command: it waits for its values
+        if proc is None:
+            proc = process.spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         runs.append((args, proc, helm_values_json(plan), {}))
+    early.discard()  # a started helm this run does not use
     from helm_nemo.timings import mark
 
     mark("helm started")

@@ -184,6 +184,9 @@ def _exit_now(code: int) -> None:
                 except OSError:
                     pass
                 code = code or 1
+    early = sys.modules.get("helm_nemo.actions.early")
+    if early is not None:
+        early.discard()  # a helm started before validation and never given its values
     timings.dump()
     os._exit(code)
 

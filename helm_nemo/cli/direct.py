@@ -98,6 +98,10 @@ def dispatch(argv: list[str]) -> bool:
         return False
     import sys
 
+    if argv[0] in ("template", "lint"):
+        from helm_nemo.actions import early
+
+        early.start_template(params)  # helm starts while the values are validated; it gets them only if valid
     from helm_nemo.cli.release_commands import helm_extra, run_release
 
     try:

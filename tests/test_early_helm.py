@@ -1,0 +1,160 @@
+"""`template` and `lint` start `helm template` before validating (actions/early.py): helm gets the values
+only when they are valid and the started command is exactly the one the plan needs; otherwise it is killed
+having read nothing, and is never left running. install never starts helm before validation.
+
+HELM_BIN here is a shell stand-in that logs its start (pid, time, argv), then reads stdin (`-f -`) and logs
+that it did, then prints one ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helm_nemo.actions import early, process
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "values/examples/a4-llama31-405b.yaml"
+FAKE = """#!/bin/sh
+echo "start $$ $(date +%s%N) $*" >> "$FAKE_LOG"
+case " $* " in *" - "*) cat > "$FAKE_LOG.values"; echo "read $$" >> "$FAKE_LOG";; esac
+printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: fake\\n'
+"""
+
+
+@pytest.fixture
+def fake(tmp_path):
+    helm = tmp_path / "fake-helm"
+    helm.write_text(FAKE)
+    helm.chmod(0o755)
+    log = tmp_path / "helm.log"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "HELM_BIN": str(helm),
+           "FAKE_LOG": str(log), "GCS_BUCKET": "early-bucket", "KUEUE_NAME": "q", "PROJECT_ID": "early-project",
+           "SOURCE_DATE_EPOCH": "1700000000", "HELM_NEMO_CACHE_DIR": ""}
+    return helm, log, env
+
+
+def cli(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "helm-nemo"), *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+
+
+def entries(log: Path) -> list[list[str]]:
+    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_invalid_values_helm_started_early_never_reads_them_and_is_gone(fake, tmp_path):
+    helm, log, env = fake
+    values = tmp_path / "bad.yaml"
+    values.write_text("accelerator: a4\nchart: jobset\nrelease: early-test\nworkload:\n  gpus: lots\n")
+    for command in ("template", "lint"):
+        log.unlink(missing_ok=True)
+        proc = cli([command, "--values", str(values)], env, tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert f"{values}:5:3: $.workload.gpus" in proc.stderr and "Nothing was sent to helm." in proc.stderr
+        assert "ConfigMap" not in proc.stdout + proc.stderr  # nothing helm printed is shown
+        started = [e for e in entries(log) if e[0] == "start"]
+        assert [e[3:] for e in started] == [["template", "early-test", str(ROOT / "charts/a4/jobset"), "-f", "-"]]
+        assert [e for e in entries(log) if e[0] == "read"] == []  # killed while waiting: no value reached it
+        assert not alive(int(started[0][1]))
+        assert not (tmp_path / "helm.log.values").exists() or (tmp_path / "helm.log.values").read_text() == ""
+
+
+def test_valid_values_go_to_the_helm_started_before_validation(fake, tmp_path):
+    helm, log, env = fake
+    marks = tmp_path / "marks.json"
+    proc = cli(["template", "--values", str(EXAMPLE), "--skip-manifest-validation"], {**env, "HELM_NEMO_TIMINGS": str(marks)},
+               tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fake\n"
+    (start, read) = entries(log)
+    assert start[0] == "start" and read == ["read", start[1]]  # one helm, the one started first, got the values
+    validated = dict(json.loads(marks.read_text()))["values: load, substitute, schema"]
+    assert int(start[2]) / 1e9 < validated  # it was running before validation ended
+    sent = json.loads((tmp_path / "helm.log.values").read_text())
+    assert sent["release"] == "llama31-405b-a4" and sent["workload"]["gpus"] == 128
+    assert sent["volumes"]["gcsMounts"][0]["bucketName"] == "early-bucket"
+
+
+def test_install_never_starts_helm_before_validation(fake, tmp_path):
+    helm, log, env = fake
+    values = tmp_path / "bad.yaml"
+    values.write_text("accelerator: a4\nchart: jobset\nrelease: early-test\nworkload:\n  gpus: lots\n")
+    for command in ("install", "upgrade"):
+        proc = cli([command, "--values", str(values)], env, tmp_path)
+        assert proc.returncode == 2, proc.stderr
+    assert entries(log) == []
+
+
+def test_no_guess_no_early_start(fake, tmp_path):
+    """A file whose chart or name is not a plain top-level line (a variable, quotes, a recipe) starts nothing
+    early: helm runs once, after validation, as before."""
+    helm, log, env = fake
+    text = EXAMPLE.read_text().replace("release: llama31-405b-a4", "release: ${RUN_NAME}")
+    values = EXAMPLE.parent / ".early-test-values.yaml"  # next to the example: its files: paths resolve
+    values.write_text(text)
+    marks = tmp_path / "marks.json"
+    try:
+        proc = cli(["template", "--values", str(values), "--skip-manifest-validation"],
+                   {**env, "RUN_NAME": "named-later", "HELM_NEMO_TIMINGS": str(marks)}, tmp_path)
+    finally:
+        values.unlink()
+    assert proc.returncode == 0, proc.stderr
+    (start, read) = entries(log)
+    assert start[3:5] == ["template", "named-later"] and read[0] == "read"
+    validated = dict(json.loads(marks.read_text()))["values: load, substitute, schema"]
+    assert int(start[2]) / 1e9 > validated
+
+
+@pytest.mark.parametrize("text, release, expected", [
+    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", None, ("run-1", "charts/a4/jobset")),
+    ("# a comment\nchart: jobset   # the workload\nrelease: run-1\naccelerator: a4\n", None, ("run-1", "charts/a4/jobset")),
+    ("chart: supervisor\nrelease: sup\n", None, ("sup", "charts/supervisor")),
+    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "from-cli", ("from-cli", "charts/a4/jobset")),
+    ("accelerator: a4\nchart: jobset\n", "from-cli", ("from-cli", "charts/a4/jobset")),
+    ("accelerator: a4\nchart: jobset\n", None, None),  # no name
+    ("accelerator: a4\nchart: jobset\nrelease: ${NAME}\n", None, None),  # a variable
+    ("accelerator: a4\nchart: jobset\nrelease: \"run-1\"\n", None, None),  # quoted
+    ("accelerator: a4\nchart: jobset\nrelease: run-1\nrelease: run-2\n", None, None),  # twice
+    ("releases:\n  - chart: jobset\n    release: a\n", None, None),  # a recipe
+    ("accelerator: nope\nchart: jobset\nrelease: run-1\n", None, None),  # no such chart folder
+    ("chart: ./my-chart\nrelease: run-1\n", None, None),  # a folder of the user's
+    ("accelerator: a4\nchart: jobset\nrelease: Run_1\n", None, None),  # not a plain name: validation says why
+])
+def test_guess_release(tmp_path, text, release, expected):
+    values = tmp_path / "v.yaml"
+    values.write_text(text)
+    guess = early.guess_release(str(values), release)
+    assert guess == (None if expected is None else (expected[0], str(ROOT / expected[1])))
+
+
+def test_a_started_helm_is_used_for_exactly_its_command_and_killed_otherwise():
+    proc = process.spawn_detached(["sh", "-c", "cat > /dev/null; echo used"])
+    other = process.spawn_detached(["sh", "-c", "cat > /dev/null; echo used"])
+    early._started.extend([(["helm", "template", "a"], proc), (["helm", "template", "b"], other)])
+    try:
+        assert early.take(["helm", "template", "c"]) is None
+        assert early.take(["helm", "template", "a"]) is proc
+        assert proc.communicate("{}")[0] == "used\n"
+        started = time.monotonic()
+        early.discard()
+        assert other.returncode == -9 and time.monotonic() - started < 5
+        assert early._started == []
+    finally:
+        for p in (proc, other):
+            if p.poll() is None:
+                process.kill(p)
