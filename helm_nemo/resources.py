@@ -11,11 +11,29 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# The package folder as text: pathlib (~10 ms to import with what it pulls in) is imported when a Path is
+# first asked for, so actions/early.py can start helm before it (data_root_name).
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
 # What the wheel carries, relative to the data root (setup.py copies exactly these).
 DATA_ITEMS = ("charts", "generator", "schemas", "values/accelerators", "values/examples", "CHANGELOG.md")
+
+
+def __getattr__(name: str):
+    if name == "PACKAGE_DIR":  # the package folder (a Path)
+        from pathlib import Path
+
+        return Path(_PACKAGE)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _packaged_name() -> str | None:
+    root = os.path.join(_PACKAGE, "data")
+    return root if os.path.isdir(root) else None
 
 
 @lru_cache(maxsize=1)
@@ -23,21 +41,32 @@ def packaged_data() -> Path | None:
     """helm_nemo/data inside an installed wheel; None in a checkout. (What importlib.resources.files("helm_nemo")
     / "data" names for an installed package, found without importing importlib.resources: ~7 ms per run.
     A zipped install is not supported.)"""
-    root = PACKAGE_DIR / "data"
-    return root if root.is_dir() else None
+    from pathlib import Path
+
+    root = _packaged_name()
+    return Path(root) if root else None
 
 
 def checkout_root() -> Path | None:
     """The repository the package runs from (editable install or plugin directory), if any."""
-    root = PACKAGE_DIR.parent
+    from pathlib import Path
+
+    root = Path(_PACKAGE).parent
     return root if (root / "generator").is_dir() and (root / "pyproject.toml").is_file() else None
 
 
-def data_root() -> Path:
+def data_root_name() -> str:
+    """data_root() as text, found without pathlib."""
     override = os.environ.get("HELM_NEMO_HOME")
     if override:
-        return Path(override).resolve()
-    return packaged_data() or PACKAGE_DIR.parent
+        return os.path.realpath(override)
+    return _packaged_name() or os.path.dirname(_PACKAGE)
+
+
+def data_root() -> Path:
+    from pathlib import Path
+
+    return Path(data_root_name())
 
 
 def is_packaged() -> bool:

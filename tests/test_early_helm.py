@@ -143,13 +143,13 @@ def test_guess_release(tmp_path, text, release, expected):
 
 
 def test_a_started_helm_is_used_for_exactly_its_command_and_killed_otherwise():
-    proc = process.spawn_detached(["sh", "-c", "cat > /dev/null; echo used"])
-    other = process.spawn_detached(["sh", "-c", "cat > /dev/null; echo used"])
+    proc = early.StartedHelm(["/bin/sh", "-c", "cat > /dev/null; echo used; echo note >&2"])
+    other = early.StartedHelm(["/bin/sh", "-c", "cat > /dev/null; echo used"])
     early._started.extend([(["helm", "template", "a"], proc), (["helm", "template", "b"], other)])
     try:
         assert early.take(["helm", "template", "c"]) is None
         assert early.take(["helm", "template", "a"]) is proc
-        assert proc.communicate("{}")[0] == "used\n"
+        assert proc.communicate("{}") == ("used\n", "note\n") and proc.returncode == 0
         started = time.monotonic()
         early.discard()
         assert other.returncode == -9 and time.monotonic() - started < 5
@@ -158,3 +158,22 @@ def test_a_started_helm_is_used_for_exactly_its_command_and_killed_otherwise():
         for p in (proc, other):
             if p.poll() is None:
                 process.kill(p)
+
+
+def test_started_helm_moves_large_streams_both_ways_and_reports_exit_codes():
+    text = "".join(f"line {i} \u00e9\n" for i in range(120_000))  # > 1 MB: more than any pipe holds
+    echo = early.StartedHelm(["/bin/sh", "-c", "cat; echo done >&2; exit 3"])
+    assert echo.communicate(text) == (text, "done\n") and echo.returncode == 3
+    stopped = early.StartedHelm(["/bin/sh", "-c", "exec sleep 30"])
+    assert stopped.poll() is None
+    stopped.send_signal(15)
+    assert stopped.wait() == -15 and stopped.poll() == -15
+    os.close(os.dup(0))  # the pipes were closed: nothing leaked into this process's descriptors
+    with pytest.raises(OSError):
+        early.StartedHelm(["/nonexistent/helm", "template"])
+
+
+def test_a_helm_that_cannot_start_early_is_left_to_the_usual_path(fake, tmp_path):
+    helm, log, env = fake
+    proc = cli(["template", "--values", str(EXAMPLE)], {**env, "HELM_BIN": str(tmp_path / "no-such-helm")}, tmp_path)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and "no-such-helm" in proc.stderr

@@ -83,14 +83,10 @@ def spawn(args: list[str], **popen) -> subprocess.Popen:
     return proc
 
 
-def spawn_detached(args: list[str]) -> subprocess.Popen:
-    """helm started before validation (actions/early.py): its own process group even before signals are
-    forwarded (a Ctrl-C in the terminal reaches helm nemo only), pipes for all three streams, and signals
-    passed to it like to any helm once forwarding starts."""
-    proc = subprocess.Popen(args, process_group=0, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def adopt(proc) -> None:
+    """A helm started elsewhere (actions/early.py, in its own process group): signals are passed to it too,
+    until `release(proc)`."""
     _State.children.add(proc)
-    return proc
 
 
 def kill(proc: subprocess.Popen) -> None:

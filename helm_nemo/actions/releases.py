@@ -98,7 +98,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
         proc = early.take(args)  # started before validation for exactly this command: it waits for its values
-        if proc is None:
+        if proc is not None:
+            process.adopt(proc)
+        else:
             proc = process.spawn(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         runs.append((args, proc, helm_values_json(plan), {}))
     early.discard()  # a started helm this run does not use
