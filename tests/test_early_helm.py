@@ -177,3 +177,27 @@ def test_a_helm_that_cannot_start_early_is_left_to_the_usual_path(fake, tmp_path
     helm, log, env = fake
     proc = cli(["template", "--values", str(EXAMPLE)], {**env, "HELM_BIN": str(tmp_path / "no-such-helm")}, tmp_path)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr and "no-such-helm" in proc.stderr
+
+
+def test_a_values_file_that_is_a_pipe_is_not_read_for_the_guess(fake, tmp_path):
+    """`--values <(…)` or a FIFO: the guess must not take the text away from the real read (nor block)."""
+    import threading
+
+    helm, log, env = fake
+    fifo = tmp_path / "values.fifo"
+    os.mkfifo(fifo)
+    text = "chart: supervisor\nrelease: sup\naccelerator: a3ultra\nproject: early-project\n"
+
+    def write():
+        with open(fifo, "w") as handle:
+            handle.write(text)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    proc = cli(["template", "--values", str(fifo), "--skip-manifest-validation"], env, tmp_path)
+    writer.join(5)
+    assert proc.returncode == 0, proc.stderr
+    (start, read) = entries(log)
+    assert start[3:5] == ["template", "sup"] and read[0] == "read"
+    assert json.loads((tmp_path / "helm.log.values").read_text())["project"] == "early-project"
+    assert early.guess_release(str(fifo), None) is None

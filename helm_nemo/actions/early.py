@@ -21,6 +21,7 @@ answers what render_all and the signal forwarding ask of a subprocess.Popen.
 from __future__ import annotations
 
 import os
+from stat import S_ISREG
 
 _READ_AT_MOST = 1 << 20
 _KEYS = ("chart", "accelerator", "release", "releases")
@@ -39,9 +40,17 @@ def _plain_name(text: str) -> str | None:
 def guess_release(values_file: str, release: str | None) -> tuple[str, str] | None:
     """(release name, chart folder) the values file most likely names, or None when unsure. Only a guess:
     the command is used only if it equals the validated plan's."""
-    try:
-        with open(values_file, "rb") as handle:
-            text = handle.read(_READ_AT_MOST).decode("utf-8")
+    try:  # a regular file only: a pipe (`-f <(…)`, a FIFO) is not even opened (that alone would disturb its
+        # writer), it must be left whole for the real read
+        if not S_ISREG(os.stat(values_file).st_mode):
+            return None
+        fd = os.open(values_file, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            if not S_ISREG(os.fstat(fd).st_mode):
+                return None
+            text = os.read(fd, _READ_AT_MOST).decode("utf-8")
+        finally:
+            os.close(fd)
     except (OSError, UnicodeDecodeError):
         return None
     found: dict[str, str | None] = {}
@@ -77,6 +86,8 @@ def start_template(params: dict) -> None:
             or params.get("target", "kubernetes") != "kubernetes"):
         return
     helm = os.environ.get("HELM_BIN") or os.environ.get("HELM_NEMO_HELM")  # actions/helm.py's order
+    if not hasattr(os, "posix_spawn"):  # Windows: helm starts after validation, as before
+        return
     guessed = guess_release(values[0], params.get("release")) if helm else None
     if guessed is None:
         return
