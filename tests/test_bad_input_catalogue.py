@@ -98,6 +98,17 @@ class Case:
     debug: bool = False  # --debug: a traceback is expected (masked)
 
 
+def user_chart(template: str) -> dict:
+    """The files of a chart folder `./mychart` (next to the values file) rendering `template`."""
+    return {"mychart/Chart.yaml": "apiVersion: v2\nname: mychart\nversion: 0.1.0\n",
+            "mychart/templates/obj.yaml": template}
+
+
+USER_CHART = "chart: ./mychart\nrelease: r1\n"
+POD_FROM_VALUES = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {{ toJson .Values.labels }}\nspec:\n"
+                   "  containers:\n    - name: c\n      image: i\n      env: {{ toJson .Values.env }}\n")
+
+
 def recipe(*releases: str, head: str = "recipe: demo\n") -> str:
     return head + "releases:\n" + "".join(releases)
 
@@ -577,6 +588,26 @@ CASES: list = [
              "        - {name: gcs-data, type: data, bucketName: bkt}\n" for name in ("store-a", "store-b")),
          None, "$.metadata.name", "also rendered by release store-a", command="template", helm="render",
          library=False, manifest=True),
+    # --- a user's chart folder (or hostile values) rendering a part of the wrong type: the schema problem,
+    # exit 2, never a crash of the other checks (they printed `helm nemo: 'list' object has no attribute 'get'`)
+    Case("user-chart-labels-a-list", USER_CHART, None, "$.metadata.labels", "[1] is not of type 'object'",
+         files=user_chart("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  labels: [1]\n"),
+         command="lint", helm="render", library=False, manifest=True),
+    Case("user-chart-containers-a-string", USER_CHART, None, "$.spec.template.spec.containers",
+         "'x' is not of type 'array'", files=user_chart(
+             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  selector: {matchLabels: {a: b}}\n"
+             "  template:\n    metadata: {labels: {a: b}}\n    spec:\n      containers: x\n"),
+         command="template", helm="render", library=False, manifest=True),
+    Case("user-chart-spec-true", USER_CHART, None, "$.spec", "True is not of type 'object'",
+         files=user_chart("apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec: true\n"),
+         command="lint", helm="render", library=False, manifest=True),
+    Case("user-chart-accelerator-label-a-list-from-values",
+         USER_CHART + "labels: {helm-nemo.dev/accelerator: [a3ultra]}\nenv: [{name: A, value: b}]\n", None,
+         '$.metadata.labels["helm-nemo.dev/accelerator"]', "['a3ultra'] is not of type 'string'",
+         files=user_chart(POD_FROM_VALUES), helm="render", library=False, manifest=True),
+    Case("user-chart-env-an-int-from-values", USER_CHART + "labels: {a: b}\nenv: 7\n", None,
+         "$.spec.containers[0].env", "7 is not of type 'array'", files=user_chart(POD_FROM_VALUES),
+         command="lint", helm="render", library=False, manifest=True),
     # --- limits: aliases, nesting, size ---------------------------------------------------------------
     Case("limit-alias-bomb", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
          f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10)), "5:45", "$",
@@ -702,6 +733,8 @@ def _cli_env(case: Case, home: Path) -> dict[str, str]:
            "FAKE_HELM_MODE": case.helm}
     for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
         env[name] = str(home / name.lower())
+    if os.environ.get("PYTHONPATH"):  # a checkout other than the installed one (a git worktree) runs its own code
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(case.env)
     return env
 

@@ -99,6 +99,24 @@ def parse_documents(text: str) -> tuple[list[Document], list[ManifestProblem]]:
 
 
 
+# A part of the wrong type (`spec: []`, `containers: "x"`, a label value that is a list): the schema check
+# reports it with its path; every other check reads it through these and so skips it (no crash, no second
+# message about the same part).
+def mapping(value: Any) -> dict:
+    """`value` when it is a mapping, else {} (absent or of the wrong type: nothing to check)."""
+    return value if isinstance(value, dict) else {}
+
+
+def items_of(value: Any) -> list:
+    """`value` when it is a list, else [] (absent or of the wrong type: nothing to check)."""
+    return value if isinstance(value, list) else []
+
+
+def text(value: Any) -> str | None:
+    """`value` when it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
 def json_path(parts: Iterable[Any]) -> str:
     out = "$"
     for part in parts:
@@ -127,8 +145,7 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 class Collector:
     def __init__(self, doc: Mapping, source: str | None, index: int):
         self.kind = str(doc.get("kind") or "?")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        self.name = str(meta.get("name") or "?")
+        self.name = str(mapping(doc.get("metadata")).get("name") or "?")
         self.source = source
         self.index = index
         self.problems: list[ManifestProblem] = []

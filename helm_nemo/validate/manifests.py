@@ -12,7 +12,7 @@ from helm_nemo.validate.checks.containers import check_containers
 from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names, check_sizes
 from helm_nemo.validate.checks.quantities import check_quantities
 from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
-from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, parse_documents, short
+from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, mapping, parse_documents, short, text
 from helm_nemo.validate.pods import pod_templates
 from helm_nemo.validate.schemas import resolve_kube_version
 
@@ -68,9 +68,12 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     meta = doc.get("metadata")
     for key, value in (("apiVersion", api_version), ("kind", kind)):
-        if not isinstance(value, str) or not value:
+        if value is None or value == "":
             out.add((), f"{key} is missing", "document")
-    if not isinstance(meta, dict) or not meta.get("name"):
+        elif not isinstance(value, str):  # no schema can be chosen: this is the only word on it
+            out.add((key,), f"{key} must be a string, got {short(value)}", "document")
+    # metadata or its name of another type: the schema check reports it
+    if meta is None or isinstance(meta, dict) and meta.get("name") in (None, ""):
         out.add(("metadata",), "metadata.name is missing", "document")
     if out.problems and not (isinstance(api_version, str) and isinstance(kind, str)):
         return out.problems
@@ -88,7 +91,7 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
     check_quantities(out, doc, pods)
     check_containers(out, pods)
     check_interfaces(out, doc, pods)
-    accelerator = ((meta or {}).get("labels") or {}).get(ACCELERATOR_LABEL) if isinstance(meta, dict) else None
+    accelerator = text(mapping(mapping(meta).get("labels")).get(ACCELERATOR_LABEL))  # another type: the schema's
     profile = None
     if accelerator is not None:
         known = profiles if profiles is not None else ShippedProfiles()

@@ -8,6 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Iterator, Mapping
 
+from helm_nemo.validate.documents import items_of, mapping
 from helm_nemo.validate.quantity import parse_quantity
 
 @dataclass
@@ -26,21 +27,22 @@ def as_int(value: Any, default: int) -> int:
 
 
 def pod_templates(doc: Mapping) -> list[PodTemplate]:
-    """The pod templates of a workload object, with the number of pods each makes."""
+    """The pod templates of a workload object, with the number of pods each makes. A part of the wrong type
+    on the way (`spec: []`, `template: "x"`) makes no template: the schema check reports it."""
     kind = doc.get("kind")
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = mapping(doc.get("spec"))
     out: list[PodTemplate] = []
 
     def add(template: Any, where: tuple, pods: int) -> None:
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-            meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
-            out.append(PodTemplate(template["spec"], meta, where + ("spec",), where + ("metadata",), pods))
+            out.append(PodTemplate(template["spec"], mapping(template.get("metadata")), where + ("spec",),
+                                   where + ("metadata",), pods))
 
     def job_pods(job_spec: dict) -> int:
         return max(as_int(job_spec.get("parallelism"), 1), 1)
 
     if kind == "Pod":
-        out.append(PodTemplate(spec, doc.get("metadata") or {}, ("spec",), ("metadata",), 1))
+        add(doc, (), 1)
     elif kind in ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"):
         add(spec.get("template"), ("spec", "template"), as_int(spec.get("replicas"), 1))
     elif kind == "DaemonSet":
@@ -48,23 +50,22 @@ def pod_templates(doc: Mapping) -> list[PodTemplate]:
     elif kind == "Job":
         add(spec.get("template"), ("spec", "template"), job_pods(spec))
     elif kind == "CronJob":
-        job = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+        job = mapping(mapping(spec.get("jobTemplate")).get("spec"))
         add(job.get("template"), ("spec", "jobTemplate", "spec", "template"), job_pods(job))
     elif kind == "JobSet":
-        for i, rjob in enumerate(spec.get("replicatedJobs") or []):
+        for i, rjob in enumerate(items_of(spec.get("replicatedJobs"))):
             if not isinstance(rjob, dict):
                 continue
-            job = ((rjob.get("template") or {}).get("spec")) or {}
-            if isinstance(job, dict):
-                add(job.get("template"), ("spec", "replicatedJobs", i, "template", "spec", "template"),
-                    job_pods(job) * max(as_int(rjob.get("replicas"), 1), 1))
+            job = mapping(mapping(rjob.get("template")).get("spec"))
+            add(job.get("template"), ("spec", "replicatedJobs", i, "template", "spec", "template"),
+                job_pods(job) * max(as_int(rjob.get("replicas"), 1), 1))
     elif kind == "PyTorchJob":
-        for role, replica in (spec.get("pytorchReplicaSpecs") or {}).items():
+        for role, replica in mapping(spec.get("pytorchReplicaSpecs")).items():
             if isinstance(replica, dict):
                 add(replica.get("template"), ("spec", "pytorchReplicaSpecs", role, "template"),
                     as_int(replica.get("replicas"), 1))
     elif kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
+        lwt = mapping(spec.get("leaderWorkerTemplate"))
         groups = as_int(spec.get("replicas"), 1)
         size = as_int(lwt.get("size"), 1)
         if lwt.get("leaderTemplate"):
@@ -75,34 +76,62 @@ def pod_templates(doc: Mapping) -> list[PodTemplate]:
     return out
 
 
+CONTAINER_GROUPS = ("initContainers", "containers", "ephemeralContainers")
+
+
 def containers(pod: dict) -> Iterator[tuple[tuple, dict, bool]]:
-    """(path inside the pod spec, container, is a regular or sidecar container)."""
-    for group in ("initContainers", "containers", "ephemeralContainers"):
-        for i, container in enumerate(pod.get(group) or []):
+    """(path inside the pod spec, container, is a regular or sidecar container); a group or a container of
+    the wrong type is skipped (see containers_readable)."""
+    for group in CONTAINER_GROUPS:
+        for i, container in enumerate(items_of(pod.get(group))):
             if isinstance(container, dict):
                 regular = group == "containers" or (group == "initContainers" and container.get("restartPolicy") == "Always")
                 yield (group, i), container, regular
 
 
+def containers_readable(pod: dict) -> bool:
+    """`containers` a list, the other groups lists or absent, every item a mapping: a sum over the containers
+    means something (else the schema check reports what is missing or of the wrong type)."""
+    groups = [pod.get(group) for group in CONTAINER_GROUPS if group == "containers" or pod.get(group) is not None]
+    return all(isinstance(g, list) and all(isinstance(c, dict) for c in g) for g in groups)
+
+
 def env_value(container: dict, name: str) -> str | None:
-    for entry in container.get("env") or []:
+    for entry in items_of(container.get("env")):
         if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("value"), str):
             return entry["value"]
     return None
 
 
 def container_resource(container: dict, which: str, name: str) -> Any:
-    resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
-    block = resources.get(which) if isinstance(resources.get(which), dict) else {}
-    return block.get(name)
+    return mapping(mapping(container.get("resources")).get(which)).get(name)
 
 
-def pod_resource(pod: dict, name: str) -> Decimal:
-    """Effective per-pod amount of a resource: regular + sidecar containers, or the largest init container."""
+def resource_amount(container: dict, which: str, name: str) -> Decimal | None:
+    """The container's `resources.<which>.<name>` as a number (0 when absent), or None when it cannot be
+    read: `resources` or the block is not a mapping, or the amount is not a quantity (the schema or the
+    quantity check reports it; a check summing amounts skips what it cannot read)."""
+    resources = container.get("resources")
+    block = resources.get(which) if isinstance(resources, dict) else resources
+    if block is None:
+        return Decimal(0)
+    if not isinstance(block, dict):
+        return None
+    value = block.get(name)
+    return Decimal(0) if value is None else parse_quantity(value)
+
+
+def pod_resource(pod: dict, name: str) -> Decimal | None:
+    """Effective per-pod amount of a resource: regular + sidecar containers, or the largest init container;
+    None when a container, its resources or the amount cannot be read."""
+    if not containers_readable(pod):
+        return None
     regular, init = Decimal(0), Decimal(0)
     for _, container, is_regular in containers(pod):
-        amount = parse_quantity(container_resource(container, "limits", name)) or parse_quantity(
-            container_resource(container, "requests", name)) or Decimal(0)
+        limit, request = resource_amount(container, "limits", name), resource_amount(container, "requests", name)
+        if limit is None or request is None:
+            return None
+        amount = limit or request
         if is_regular:
             regular += amount
         else:

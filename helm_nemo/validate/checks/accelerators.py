@@ -10,9 +10,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Mapping
 
-from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, short
-from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource
-from helm_nemo.validate.quantity import parse_quantity
+from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, mapping, short
+from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource, resource_amount
 
 def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: dict | None) -> None:
     if profile is None or not pods:
@@ -20,6 +19,8 @@ def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: d
     per_node = profile.get("gpusPerNode")
     total_pods = sum(p.pods for p in pods)
     using = [(p, pod_resource(p.spec, GPU_RESOURCE)) for p in pods]
+    if any(gpus is None for _, gpus in using):
+        return  # a container or an amount of the wrong type: the schema or the quantity check reports it
     for pod, gpus in using:
         if gpus == 0:
             continue
@@ -73,8 +74,10 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) 
                 resource = fabric["resource"] if fabric else EFA_RESOURCE
                 per_node = fabric["perNode"] if fabric else None
                 trigger = "FI_PROVIDER=efa" if kind == "efa" else "gIB NCCL env"
-                amount = parse_quantity(container_resource(container, "limits", resource))
-                if not amount:
+                amount = resource_amount(container, "limits", resource)
+                if amount is None:
+                    pass  # resources of the wrong type or not a quantity: the schema or quantity check reports it
+                elif not amount:
                     source = f" ({profile['id']} profile: {per_node} per node)" if fabric else ""
                     out.add(cwhere + ("resources", "limits"), f"{trigger} is set but {resource} is not requested"
                             f"{source}: NCCL would fall back to TCP", "fabric")
@@ -82,20 +85,25 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) 
                     out.add(cwhere + ("resources", "limits", resource), f"multi-node workload takes {_num(amount)} "
                             f"{resource}, but a {profile['id']} node has {per_node} (one pod per node should take all)",
                             "fabric")
-            if kind == "gib" and not pod.spec.get("hostNetwork"):
+            host_network = pod.spec.get("hostNetwork")  # of the wrong type: the schema check reports it
+            if kind == "gib" and (host_network is None or host_network is False):
                 _check_rdma_interfaces(out, pod, profile, cwhere)
 
 
 def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | None, cwhere: tuple) -> None:
-    annotations = pod.meta.get("annotations") if isinstance(pod.meta.get("annotations"), dict) else {}
-    raw = annotations.get(INTERFACES_ANNOTATION)
+    annotations = pod.meta.get("annotations")
+    if annotations is not None and not isinstance(annotations, dict):
+        return  # the schema check reports it
+    raw = mapping(annotations).get(INTERFACES_ANNOTATION)
     wanted = len(((profile or {}).get("network") or {}).get("interfaces") or []) or None
     if raw is None:
         out.add(cwhere + ("env",), f"gIB (RDMA) NCCL env is set but the pod has neither hostNetwork: true nor the "
                                    f"{INTERFACES_ANNOTATION} annotation: it gets no RDMA NICs", "fabric")
         return
+    if not isinstance(raw, str):
+        return  # the schema check reports it
     try:
-        found = json.loads(raw) if isinstance(raw, str) else None
+        found = json.loads(raw)
     except ValueError:
         return  # interfaces-json reports it
     if isinstance(found, list) and wanted and len(found) < wanted:
@@ -112,8 +120,10 @@ def check_interfaces(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> N
             continue
         at = where + ("annotations", INTERFACES_ANNOTATION)
         raw = annotations[INTERFACES_ANNOTATION]
+        if not isinstance(raw, str):
+            continue  # the schema check reports it (annotations are strings)
         try:
-            value = json.loads(raw) if isinstance(raw, str) else None
+            value = json.loads(raw)
         except ValueError as err:
             out.add(at, f"not JSON: {err}", "interfaces-json")
             continue

@@ -7,7 +7,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping
 
-from helm_nemo.validate.documents import Collector, short
+from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, as_int, containers
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -54,41 +54,43 @@ _NAME_RULES = {
     "ClusterRoleBinding": "path-segment",
 }
 def check_names(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    """Names (strings: a name of another type is the schema check's)."""
+    meta = mapping(doc.get("metadata"))
     name = meta.get("name")
-    if name is not None:
+    if isinstance(name, str):
         for why in dns_problems(name, _NAME_RULES.get(out.kind, "subdomain")):
             out.add(("metadata", "name"), f"{out.kind} name {why}", "dns-name")
     if out.kind == "CronJob" and isinstance(name, str) and len(name) > 52:
         out.add(("metadata", "name"), f"CronJob name {name!r} is {len(name)} characters, more than 52 (its Jobs "
                                       "append an 11-character suffix)", "dns-name")
-    if meta.get("namespace") is not None:
+    if isinstance(meta.get("namespace"), str):
         for why in dns_problems(meta["namespace"], "label1123"):
             out.add(("metadata", "namespace"), f"namespace {why}", "dns-name")
     if out.kind == "ConfigMap":
         for section in ("data", "binaryData"):
-            for key in (doc.get(section) or {}) if isinstance(doc.get(section), dict) else {}:
+            for key in mapping(doc.get(section)):
                 if not isinstance(key, str) or len(key) > 253 or not _CONFIGMAP_KEY.match(key):
                     out.add((section, key), f"ConfigMap key {key!r} must be letters, digits, '-', '_' or '.' "
                                             "(at most 253)", "dns-name")
     if out.kind == "Service":
-        for i, port in enumerate(((doc.get("spec") or {}).get("ports") or [])):
-            if isinstance(port, dict) and port.get("name") is not None:
+        for i, port in enumerate(items_of(mapping(doc.get("spec")).get("ports"))):
+            if isinstance(port, dict) and isinstance(port.get("name"), str):
                 _port_name(out, ("spec", "ports", i, "name"), port["name"])
     for pod in pods:
         for key in ("hostname", "subdomain"):
-            if pod.spec.get(key) is not None:
+            if isinstance(pod.spec.get(key), str):
                 for why in dns_problems(pod.spec[key], "label1123"):
                     out.add(pod.path + (key,), f"pod {key} {why}", "dns-name")
-        for i, volume in enumerate(pod.spec.get("volumes") or []):
-            if isinstance(volume, dict):
-                for why in dns_problems(volume.get("name"), "label1123"):
+        for i, volume in enumerate(items_of(pod.spec.get("volumes"))):
+            if isinstance(volume, dict) and isinstance(volume.get("name"), str):
+                for why in dns_problems(volume["name"], "label1123"):
                     out.add(pod.path + ("volumes", i, "name"), f"volume name {why}", "dns-name")
         for where, container, _ in containers(pod.spec):
-            for why in dns_problems(container.get("name"), "label1123"):
-                out.add(pod.path + where + ("name",), f"container name {why}", "dns-name")
-            for j, port in enumerate(container.get("ports") or []):
-                if isinstance(port, dict) and port.get("name") is not None:
+            if isinstance(container.get("name"), str):
+                for why in dns_problems(container["name"], "label1123"):
+                    out.add(pod.path + where + ("name",), f"container name {why}", "dns-name")
+            for j, port in enumerate(items_of(container.get("ports"))):
+                if isinstance(port, dict) and isinstance(port.get("name"), str):
                     _port_name(out, pod.path + where + ("ports", j, "name"), port["name"])
 
 
@@ -100,24 +102,23 @@ def _port_name(out: Collector, where: tuple, value: Any) -> None:
 
 
 def check_derived_names(out: Collector, doc: Mapping) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-    name = (doc.get("metadata") or {}).get("name")
+    spec = mapping(doc.get("spec"))
+    name = mapping(doc.get("metadata")).get("name")
     if not isinstance(name, str):
         return
     if out.kind == "JobSet":
         # jobset webhook: <jobset>-<rjob>-<replicas-1> and, for Indexed jobs (the default), the pod name
         # <jobset>-<rjob>-<jobIdx>-<podIdx>-<5 random> must be DNS-1035 labels (<= 63).
-        network = spec.get("network") if isinstance(spec.get("network"), dict) else {}
-        subdomain = network.get("subdomain")
-        if subdomain:
+        subdomain = mapping(spec.get("network")).get("subdomain")
+        if subdomain and isinstance(subdomain, str):
             for why in dns_problems(subdomain, "label1035"):
                 out.add(("spec", "network", "subdomain"), f"JobSet subdomain (the headless Service's name) {why}",
                         "derived-name")
-        for i, rjob in enumerate(spec.get("replicatedJobs") or []):
+        for i, rjob in enumerate(items_of(spec.get("replicatedJobs"))):
             if not isinstance(rjob, dict) or not isinstance(rjob.get("name"), str):
                 continue
             replicas = max(as_int(rjob.get("replicas"), 1), 1)
-            job = ((rjob.get("template") or {}).get("spec")) or {}
+            job = mapping(mapping(rjob.get("template")).get("spec"))
             job_name = f"{name}-{rjob['name']}-{replicas - 1}"
             for why in dns_problems(job_name, "label1035"):
                 out.add(("spec", "replicatedJobs", i, "name"), f"derived Job name {why}", "derived-name")
@@ -174,7 +175,7 @@ def check_sizes(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
 
 def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = mapping(doc.get("spec"))
     selector = spec.get("selector")
     if isinstance(selector, dict):
         labels = selector.get("matchLabels") if out.kind != "Service" else selector
@@ -185,21 +186,20 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         if not isinstance(meta, dict):
             continue
         labels_at = where if meta.get("_selector") else where + ("labels",)
-        for key, value in (meta.get("labels") or {}).items() if isinstance(meta.get("labels"), dict) else ():
+        for key, value in mapping(meta.get("labels")).items():
             for why in _qualified_name_problems(key):
                 out.add(labels_at + (key,), f"label key {why}", "label")
             why = label_value_problem(value) if isinstance(value, str) else None
             if why:
                 out.add(labels_at + (key,), f"label value {why}", "label")
-        for key in (meta.get("annotations") or {}) if isinstance(meta.get("annotations"), dict) else ():
+        for key in mapping(meta.get("annotations")):
             for why in _qualified_name_problems(key):
                 out.add(where + ("annotations", key), f"annotation key {why}", "label")
     for pod in pods:  # the API server checks a pod's nodeSelector as labels
-        selector = pod.spec.get("nodeSelector")
-        for key, value in selector.items() if isinstance(selector, dict) else ():
+        for key, value in mapping(pod.spec.get("nodeSelector")).items():
             for why in _qualified_name_problems(key):
                 out.add(pod.path + ("nodeSelector", key), f"nodeSelector key {why}", "label")
-            why = label_value_problem(value)
+            why = label_value_problem(value) if isinstance(value, str) else None  # else: the schema's
             if why:
                 out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {why}", "label")
 

@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping
 
-from helm_nemo.validate.documents import Collector, short
+from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, containers
 from helm_nemo.validate.quantity import is_extended, parse_quantity
 
@@ -16,9 +16,11 @@ _GCSFUSE_QUANTITY = re.compile(r"^gke-gcsfuse/(?:metadata-prefetch-)?(?:cpu|memo
 
 
 def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec = mapping(doc.get("spec"))
 
     def need(where: tuple, value: Any, what: str, *, json: bool = True) -> Decimal | None:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            return None  # null, a list, a mapping, true: the schema check reports the type
         parsed = parse_quantity(value, json=json)
         if parsed is None:
             out.add(where, f"{what} {short(value)} is not a Kubernetes quantity (e.g. 500m, 2, 64Gi, 1.5G)", "quantity")
@@ -28,21 +30,20 @@ def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> N
         return parsed
 
     if out.kind == "PersistentVolume":
-        for key, value in (spec.get("capacity") or {}).items() if isinstance(spec.get("capacity"), dict) else ():
+        for key, value in mapping(spec.get("capacity")).items():
             need(("spec", "capacity", key), value, f"capacity {key}")
     if out.kind == "PersistentVolumeClaim":
         _resources(out, ("spec", "resources"), spec.get("resources"), need, extended_rules=False)
     for pod in pods:
-        for key, value in (pod.meta.get("annotations") or {}).items() if isinstance(pod.meta.get("annotations"), dict) else ():
+        for key, value in mapping(pod.meta.get("annotations")).items():
             if _GCSFUSE_QUANTITY.match(str(key)):
                 need(pod.meta_path + ("annotations", key), value, f"annotation {key}", json=False)  # the driver parses it
-        for i, volume in enumerate(pod.spec.get("volumes") or []):
-            empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        for i, volume in enumerate(items_of(pod.spec.get("volumes"))):
+            empty = mapping(volume).get("emptyDir")
             if isinstance(empty, dict) and empty.get("sizeLimit") is not None:
                 need(pod.path + ("volumes", i, "emptyDir", "sizeLimit"), empty["sizeLimit"], "emptyDir sizeLimit")
-        if isinstance(pod.spec.get("overhead"), dict):
-            for key, value in pod.spec["overhead"].items():
-                need(pod.path + ("overhead", key), value, f"overhead {key}")
+        for key, value in mapping(pod.spec.get("overhead")).items():
+            need(pod.path + ("overhead", key), value, f"overhead {key}")
         for where, container, _ in containers(pod.spec):
             _resources(out, pod.path + where + ("resources",), container.get("resources"), need, extended_rules=True)
 
