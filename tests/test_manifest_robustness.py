@@ -200,3 +200,17 @@ def test_every_kind_with_a_spec_or_data_of_the_wrong_type(kind, value):
         nested = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "a"}, "spec": {key: copy.deepcopy(value)}}
         validate_manifests([nested])
     validate_manifests([doc])  # unknown kinds or schema problems, never an exception
+
+
+def test_mapping_keys_that_are_not_strings_are_read_as_the_api_server_reads_them():
+    """YAML `1:`, `true:`, `null:` keys reach the API server as the JSON strings "1", "true", "null"
+    (sigs.k8s.io/yaml); the check reads them so too, instead of crashing on an int key (was:
+    `helm nemo: 'int' object is not iterable`, exit 1)."""
+    text = ("apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  1: x\n  ports: [{port: 80}]\n---\n"
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations: {2: b, true: c}\n"
+            "  labels: {null: d}\ndata:\n  3: y\n")
+    problems = validate_manifests(text)
+    assert [(p.kind, p.path, p.message) for p in problems] == [("Service", '$.spec["1"]', "unknown field '1'")]
+    config_map = mv.parse_documents(text)[0][1].data
+    assert config_map["metadata"]["annotations"] == {"2": "b", "true": "c"}
+    assert config_map["metadata"]["labels"] == {"null": "d"} and config_map["data"] == {"3": "y"}

@@ -93,8 +93,35 @@ def parse_documents(text: str) -> tuple[list[Document], list[ManifestProblem]]:
             continue
         for data in loaded:
             if data is not None:
-                docs.append(Document(data, source, len(docs)))
+                docs.append(Document(json_keys(data), source, len(docs)))
     return docs, problems
+
+
+def json_keys(node: Any) -> Any:
+    """Mapping keys as the API server gets them from YAML (sigs.k8s.io/yaml writes JSON, whose keys are
+    strings): `1:` is "1", `true:` "true", `null:` "null". A key of another type would otherwise reach the
+    checks as an int (and a key pattern or a `did you mean` cannot read it). Copies only what changes."""
+    if isinstance(node, dict):
+        out = None
+        for key, value in node.items():
+            fixed_value = json_keys(value)
+            if type(key) is not str or fixed_value is not value:
+                out = out if out is not None else dict(node)
+                if type(key) is not str:
+                    del out[key]
+                    key = _json_key(key)
+                out[key] = fixed_value
+        return node if out is None else out
+    if isinstance(node, list):
+        fixed = [json_keys(item) for item in node]
+        return node if all(a is b for a, b in zip(fixed, node)) else fixed
+    return node
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
 
 
 
