@@ -70,10 +70,12 @@ def kube_version_for(plan, kube_version: str) -> str:
 
 
 def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
-                   hint: str | None = None) -> bool:
-    """Validate one release's rendered text; echo its problems (if any). True when clean."""
+                   hint: str | None = None, parsed=None) -> bool:
+    """Validate one release's rendered text (`parsed`: what parse_documents made of it, when already done);
+    echo its problems (if any). True when clean."""
     kube_version = kube_version_for(plan, kube_version)
-    problems = validate_manifests(text, kube_version=kube_version)
+    documents, problems = parsed or parse_documents(text)
+    problems = problems + validate_manifests(documents, kube_version=kube_version)
     if problems:
         echo(format_problems(problems, title=f"helm nemo: release {plan.release} ({plan.chart}): the rendered "
                                              f"manifests do not validate (Kubernetes {_kube_label(kube_version)}):"))
@@ -82,9 +84,11 @@ def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION,
     return not problems
 
 
-def check_duplicates(rendered, *, echo=print, hint: str | None = None) -> bool:
-    """No object rendered by two releases of the run (a PV, a PVC, a ConfigMap …); True when none is."""
-    problems = duplicate_objects((plan.release, text) for plan, text in rendered)
+def check_duplicates(rendered, *, echo=print, hint: str | None = None, parsed=None) -> bool:
+    """No object rendered by two releases of the run (a PV, a PVC, a ConfigMap …); True when none is.
+    `parsed`: each release's parse_documents result, when already done."""
+    streams = [documents for documents, _ in parsed] if parsed else [text for _, text in rendered]
+    problems = duplicate_objects((plan.release, stream) for (plan, _), stream in zip(rendered, streams))
     if problems:
         echo(format_problems(problems, title="helm nemo: releases of this run render the same object:"))
         if hint:
@@ -93,9 +97,12 @@ def check_duplicates(rendered, *, echo=print, hint: str | None = None) -> bool:
 
 
 def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print, hint: str | None = None) -> bool:
-    """Every release's rendered text (check_rendered), then the objects they share (check_duplicates)."""
-    clean = all([check_rendered(plan, text, kube_version=kube_version, echo=echo, hint=hint) for plan, text in rendered])
-    return check_duplicates(rendered, echo=echo, hint=hint) and clean
+    """Every release's rendered text (check_rendered), then the objects they share (check_duplicates); each
+    text parsed once for both."""
+    parsed = [parse_documents(text) for _, text in rendered]
+    clean = all([check_rendered(plan, text, kube_version=kube_version, echo=echo, hint=hint, parsed=found)
+                 for (plan, text), found in zip(rendered, parsed)])
+    return check_duplicates(rendered, echo=echo, hint=hint, parsed=parsed) and clean
 
 
 def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
