@@ -201,3 +201,26 @@ def test_a_values_file_that_is_a_pipe_is_not_read_for_the_guess(fake, tmp_path):
     assert start[3:5] == ["template", "sup"] and read[0] == "read"
     assert json.loads((tmp_path / "helm.log.values").read_text())["project"] == "early-project"
     assert early.guess_release(str(fifo), None) is None
+
+
+def test_a_signal_during_validation_means_the_started_helm_never_gets_the_values():
+    import signal
+
+    from helm_nemo.actions import releases
+    from helm_nemo.actions.helm import HelmBinary
+    from helm_nemo.values.plan import ReleasePlan
+
+    plan = ReleasePlan(release="r", chart_kind="jobset", accelerator="a4", chart="/charts/a4/jobset", chart_version=None,
+                       values={"a": 1}, source=Path("v.yaml"), json_prefix=())
+    helm = HelmBinary("/fake/helm")
+    proc = early.StartedHelm(["/bin/sh", "-c", "cat > /dev/null; echo rendered"])
+    early._started.append((releases._helm_args(helm, ["template"], plan, "-", []), proc))
+    try:
+        with process.forwarding_signals():
+            process._State.received = signal.SIGTERM
+            with pytest.raises(process.Interrupted):
+                releases.render_all([plan], helm, [])
+        assert proc.poll() is None  # never handed anything: still waiting for its values
+    finally:
+        early.discard()  # what the CLI does on its way out
+    assert proc.returncode == -9

@@ -161,6 +161,34 @@ def test_a_signal_during_an_uninstall_says_what_is_left(tmp_path):
     assert "Uninstalled by this run: rel-c." in err and "Not started: rel-a." in err
 
 
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("source", ["fifo", "stdin"])
+def test_a_signal_while_the_values_are_still_being_read_stops_at_once(tmp_path, signum, code, source):
+    """A values FIFO nobody writes to, or `-f -` on a pipe that stays open: the run waits in a read. A signal
+    then ends it at once with 130/143 (was: remembered for a helm that never started, while the read went on
+    waiting, forever for a FIFO), and helm never runs."""
+    helm = fake_helm(tmp_path, "")
+    values = tmp_path / "values.fifo"
+    os.mkfifo(values)
+    proc = subprocess.Popen([CLI, "install", "--values", str(values) if source == "fifo" else "-"],
+                            env=cli_env(tmp_path, helm), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # well into the read
+    assert proc.poll() is None
+    started = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == code, err
+    assert time.monotonic() - started < 2
+    assert f"{signal.Signals(signum).name} received; stopped. Nothing further was started." in err
+    assert "Traceback" not in err and not (tmp_path / "calls.jsonl").exists()
+
+
 def test_interrupted_report_when_helm_finished_anyway():
     from helm_nemo.actions.process import Interrupted
     from helm_nemo.actions.releases import _interrupted

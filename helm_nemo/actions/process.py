@@ -57,10 +57,24 @@ class OutputError(Exception):
         super().__init__(f"cannot write the output: {error.strerror or error}")
 
 
+class SignalStop(BaseException):
+    """A SIGINT/SIGTERM that arrived while the values are read and validated (`stopping_at_once()`): raised by
+    the handler itself, so whatever waits stops at once (a values file that is a FIFO with no writer, `-f -`
+    on a terminal), where a remembered signal would wait for that read to end. Nothing has been sent to helm
+    or sbatch then. A BaseException, like KeyboardInterrupt, so no `except Exception` on the way swallows it;
+    the command turns it into Interrupted (exit 128 + the signal's number)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)
+
+
 class _State:
     active = False
     received: int | None = None
     children: set = set()  # the helm processes running now (recipe renders run side by side)
+    at_once = False  # inside stopping_at_once(): a signal raises SignalStop
+    starting = False  # between starting a helm and adding it to children
 
 
 def _handler(signum, _frame) -> None:
@@ -72,20 +86,28 @@ def _handler(signum, _frame) -> None:
                 child.send_signal(signum)
             except ProcessLookupError:  # pragma: no cover - it just exited
                 pass
+    if _State.at_once and not _State.starting:
+        raise SignalStop(signum)
 
 
 def spawn(args: list[str], **popen) -> subprocess.Popen:
     """Start helm (its own process group while signals are forwarded) and have signals passed to it until
     `release(proc)`; Interrupted instead when a signal already arrived."""
     check_interrupted()
-    proc = subprocess.Popen(args, process_group=0 if _State.active else None, **popen)
-    _State.children.add(proc)
+    _State.starting = True
+    try:
+        proc = subprocess.Popen(args, process_group=0 if _State.active else None, **popen)
+        _State.children.add(proc)
+    finally:
+        _State.starting = False
+    if _State.received is not None:  # it arrived while helm was being started: helm gets it too
+        proc.send_signal(_State.received)
     return proc
 
 
 def adopt(proc) -> None:
-    """A helm started elsewhere (actions/early.py, in its own process group): signals are passed to it too,
-    until `release(proc)`."""
+    """A helm started elsewhere (actions/early.py, in its own process group) and now given its values: signals
+    are passed to it too, until `release(proc)`."""
     _State.children.add(proc)
 
 
@@ -123,8 +145,21 @@ def forwarding_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _State.active = False
+        _State.active, _State.received = False, None  # outside, Python's defaults
         _State.children.clear()
+
+
+@contextmanager
+def stopping_at_once() -> Iterator[None]:
+    """While the values are read and validated (nothing sent anywhere yet), a signal stops the run at once
+    (SignalStop) instead of being remembered for a helm that is not running."""
+    _State.at_once = True
+    try:
+        if _State.received is not None:
+            raise SignalStop(_State.received)
+        yield
+    finally:
+        _State.at_once = False
 
 
 def received() -> int | None:

@@ -94,6 +94,7 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 
     from helm_nemo.actions import early
 
+    process.check_interrupted()  # a signal while validating: no helm gets the values (a started one is killed)
     runs = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)

@@ -51,6 +51,7 @@ def main(ctx: click.Context, debug: bool) -> None:
       HELM_BIN              the helm to run (helm sets it for plugins)
       HELM_NEMO_CHART_REPO  oci://HOST/PATH: charts by kind resolve to the published charts there
       HELM_NEMO_HOME        a folder with charts/, schemas/, generator/, values/ to use instead of the shipped ones
+      HELM_NEMO_CACHE_DIR   where parsed schemas are cached (default $HELM_CACHE_HOME/helm-nemo); empty: no cache
       HELM_DEBUG=true       tracebacks (same as --debug)
       SBATCH_BIN, SCANCEL_BIN, SQUEUE_BIN, SACCT_BIN, SCONTROL_BIN  Slurm commands (--target slurm; default: PATH)
     """

@@ -43,25 +43,29 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
                 release, extra: list[str], **options) -> None:
     """Run release command `name` (a key of BODIES) and exit with its code."""
     from helm_nemo import secrets
-    from helm_nemo.actions.process import Interrupted, forwarding_signals, received
+    from helm_nemo.actions.process import Interrupted, SignalStop, forwarding_signals, received, stopping_at_once
 
     body, names_only = BODIES[name]
-    with secrets.collecting(show=show_secrets), forwarding_signals():
-        try:
-            if names_only and options.get("target", "kubernetes") == "kubernetes":
-                from helm_nemo.values.plan import release_names
+    try:
+        with secrets.collecting(show=show_secrets), forwarding_signals():
+            try:
+                with stopping_at_once():
+                    if names_only and options.get("target", "kubernetes") == "kubernetes":
+                        from helm_nemo.values.plan import release_names
 
-                plans = release_names(list(values_files), release=release)
-            else:
-                plans = plans_of(values_files, release, chart, chart_version, chart_repo, root)
-            from helm_nemo.timings import mark
+                        plans = release_names(list(values_files), release=release)
+                    else:
+                        plans = plans_of(values_files, release, chart, chart_version, chart_repo, root)
+                from helm_nemo.timings import mark
 
-            mark("values: load, substitute, schema")
-            code = body(plans, extra, **options)
-            if received() is not None and not code:  # a signal no helm call was there to report
-                raise Interrupted(received())
-        except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
-            _fail(err)
+                mark("values: load, substitute, schema")
+                code = body(plans, extra, **options)
+                if received() is not None and not code:  # a signal no helm call was there to report
+                    raise Interrupted(received())
+            except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+                _fail(err)
+    except SignalStop as stop:  # before any helm started: nothing is running, nothing was sent
+        _fail(Interrupted(stop.signum))
     sys.exit(code)
 
 
