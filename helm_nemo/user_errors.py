@@ -7,7 +7,7 @@ reaches helm. The CLI prints `UserError.format()` (no traceback) and exits with 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Iterable
@@ -34,17 +34,11 @@ def json_path(parts: Iterable) -> str:
     return out
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in the user's input; line and column are 1-based, None when unknown."""
+class Problem(namedtuple("Problem", "file line column json_path message expected hint", defaults=(None, None))):
+    """One thing wrong in the user's input: `file`, `line` and `column` (1-based, None when unknown), the
+    `json_path`, the `message`, what was `expected` and a `hint`."""
 
-    file: str | None
-    line: int | None
-    column: int | None
-    json_path: str
-    message: str
-    expected: str | None = None
-    hint: str | None = None
+    __slots__ = ()
 
     def location(self) -> str:
         parts = [self.file or "<values>"]

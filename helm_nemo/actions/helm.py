@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from collections import namedtuple
 from functools import lru_cache
 
 from helm_nemo import resources
@@ -14,11 +14,10 @@ class HelmNotFound(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class HelmBinary:
+class HelmBinary(namedtuple("HelmBinary", "path")):
     """The helm to run; its version is asked only when a flag's spelling needs it."""
 
-    path: str
+    __slots__ = ()
 
     @property
     def version(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Iterable, Mapping
@@ -42,17 +42,13 @@ CHECKS = {
 }
 
 
-@dataclass(frozen=True)
-class ManifestProblem:
-    """One problem of a rendered object: which object, where inside it, what, and which check found it."""
+class ManifestProblem(namedtuple("ManifestProblem", "kind name path message check source index", defaults=(None, None))):
+    """One problem of a rendered object: which object (`kind`, `name`), where inside it (`path`, a JSON path such
+    as $.spec.replicatedJobs[0].template), what (`message`) and which check found it (`check`, one of
+    CHECKS); `source` is helm's "# Source:" template of the document and `index` its place in the stream,
+    when known."""
 
-    kind: str
-    name: str
-    path: str  # JSON path inside the object, e.g. $.spec.replicatedJobs[0].template
-    message: str
-    check: str  # one of CHECKS
-    source: str | None = None  # helm's "# Source:" template of the document, when known
-    index: int | None = None  # position of the document in the stream
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}: {self.path}: {self.message} [{self.check}]"
@@ -60,13 +56,11 @@ class ManifestProblem:
 
 
 
-@dataclass
-class Document:
-    """One parsed document of a render and where it came from."""
+class Document(namedtuple("Document", "data source index", defaults=(None, 0))):
+    """One parsed document of a render (`data`) and where it came from: helm's "# Source:" template (`source`)
+    and its place in the stream (`index`)."""
 
-    data: Any
-    source: str | None = None
-    index: int = 0
+    __slots__ = ()
 
 
 _SEPARATOR = re.compile(r"^---[ \t]*(?:#.*)?$", re.M)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
@@ -11,15 +11,11 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 from helm_nemo.validate.documents import items_of, mapping
 from helm_nemo.validate.quantity import parse_quantity
 
-@dataclass
-class PodTemplate:
-    """A pod template inside a workload object, with where it sits and how many pods it makes."""
+class PodTemplate(namedtuple("PodTemplate", "spec meta path meta_path pods")):
+    """A pod template inside a workload object: its `spec` and `meta`data, where they sit in the object
+    (`path`, `meta_path`) and how many pods it makes (`pods`, for "multi-node")."""
 
-    spec: dict
-    meta: dict
-    path: tuple  # path of the pod spec inside the object
-    meta_path: tuple
-    pods: int  # how many pods this template makes (for "multi-node")
+    __slots__ = ()
 
 
 def as_int(value: Any, default: int) -> int:
