@@ -134,6 +134,9 @@ def test_no_guess_no_early_start(fake, tmp_path):
     ("accelerator: nope\nchart: jobset\nrelease: run-1\n", None, None),  # no such chart folder
     ("chart: ./my-chart\nrelease: run-1\n", None, None),  # a folder of the user's
     ("accelerator: a4\nchart: jobset\nrelease: Run_1\n", None, None),  # not a plain name: validation says why
+    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "Bad Name", None),  # nor from the command line
+    ("accelerator: ../a4\nchart: jobset\nrelease: run-1\n", None, None),  # never a path
+    ("chart: ../../etc\nrelease: run-1\n", None, None),
 ])
 def test_guess_release(tmp_path, text, release, expected):
     values = tmp_path / "v.yaml"

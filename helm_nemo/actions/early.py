@@ -51,7 +51,7 @@ def guess_release(values_file: str, release: str | None) -> tuple[str, str] | No
             text = os.read(fd, _READ_AT_MOST).decode("utf-8")
         finally:
             os.close(fd)
-    except (OSError, UnicodeDecodeError):
+    except (OSError, ValueError):  # ValueError: not UTF-8, a NUL in the path
         return None
     found: dict[str, str | None] = {}
     for line in text.splitlines():
@@ -61,7 +61,7 @@ def guess_release(values_file: str, release: str | None) -> tuple[str, str] | No
         if key in found or key == "releases":
             return None  # written twice, or a recipe
         found[key] = _plain_name(rest)
-    release = release or found.get("release")
+    release = _plain_name(release) if release is not None else found.get("release")
     kind, accelerator = found.get("chart"), found.get("accelerator")
     if not release or not kind:
         return None
