@@ -37,49 +37,127 @@ def _plain_name(text: str) -> str | None:
     return None
 
 
-def guess_release(values_file: str, release: str | None) -> tuple[str, str] | None:
-    """(release name, chart folder) the values file most likely names, or None when unsure. Only a guess:
-    the command is used only if it equals the validated plan's."""
-    try:  # a regular file only: a pipe (`-f <(…)`, a FIFO) is not even opened (that alone would disturb its
-        # writer), it must be left whole for the real read
+def _read_regular(values_file: str) -> str | None:
+    """The values file's text (up to 1 MiB) when it is a regular file; a pipe (`-f <(…)`, a FIFO) is not even
+    opened (that alone would disturb its writer): it must be left whole for the real read."""
+    try:
         if not S_ISREG(os.stat(values_file).st_mode):
             return None
         fd = os.open(values_file, os.O_RDONLY | os.O_NONBLOCK)
         try:
             if not S_ISREG(os.fstat(fd).st_mode):
                 return None
-            text = os.read(fd, _READ_AT_MOST).decode("utf-8")
+            return os.read(fd, _READ_AT_MOST).decode("utf-8")
         finally:
             os.close(fd)
     except (OSError, ValueError):  # ValueError: not UTF-8, a NUL in the path
         return None
-    found: dict[str, str | None] = {}
-    for line in text.splitlines():
-        key, colon, rest = line.partition(":")
-        if not colon or key not in _KEYS or rest[:1] not in ("", " ", "\t"):
-            continue  # not a top-level key we read (indented, a comment, another key, `chart:x` is no key)
-        if key in found or key == "releases":
-            return None  # written twice, or a recipe
-        found[key] = _plain_name(rest)
-    release = _plain_name(release) if release is not None else found.get("release")
-    kind, accelerator = found.get("chart"), found.get("accelerator")
-    if not release or not kind:
+
+
+def _chart_folder(kind: str | None, accelerator: str | None) -> str | None:
+    """The shipped chart folder values/plan.py picks for a kind (+ accelerator), when it exists."""
+    if not kind:
         return None
     from helm_nemo import resources
 
     charts = os.path.join(resources.data_root_name(), "charts")
     shared = os.path.join(charts, kind)  # values/plan.py's order: a chart for every accelerator first
     if os.path.isfile(os.path.join(shared, "Chart.yaml")):
-        return release, shared
+        return shared
     if accelerator:
         own = os.path.join(charts, accelerator, kind)
         if os.path.isfile(os.path.join(own, "Chart.yaml")):
-            return release, own
+            return own
     return None
 
 
+def _key_value(text: str) -> tuple[str, str] | None:
+    """`key: value` -> (key, the rest); None when the line is no such pair (`chart:x` is no key)."""
+    key, colon, rest = text.partition(":")
+    if not colon or rest[:1] not in ("", " ", "\t") or not key or " " in key:
+        return None
+    return key, rest
+
+
+def guess_releases(values_file: str, release: str | None) -> list[tuple[str, str]] | None:
+    """[(release name, chart folder)] the values or recipe file most likely names, or None when unsure. Only
+    a guess: a started command is used only if it equals the one a validated plan needs."""
+    text = _read_regular(values_file)
+    if text is None:
+        return None
+    top: dict[str, str | None] = {}
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        pair = _key_value(line) if line[:1] not in ("", " ", "\t", "#", "-") else None
+        if pair is None or pair[0] not in _KEYS:
+            continue
+        key, rest = pair
+        if key in top:
+            return None  # written twice
+        if key == "releases":
+            if release is not None or _plain_name(rest) is not None or rest.split("#")[0].strip():
+                return None  # a recipe names its releases itself; `releases: [...]` inline: unsure
+            return _recipe_releases(lines[number + 1:])
+        top[key] = _plain_name(rest)
+    name = _plain_name(release) if release is not None else top.get("release")
+    folder = _chart_folder(top.get("chart"), top.get("accelerator"))
+    return [(name, folder)] if name and folder else None
+
+
+def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
+    """The releases of a recipe's `releases:` list, written in block style: each item's own `release`,
+    `chart`, `accelerator` lines, or the same keys at the top of its `values:` (which win, as in
+    values/recipe.py). Anything unusual (flow style, tabs, `version:`): None."""
+    items: list[dict] = []
+    dash = key_col = values_col = None
+    in_values = False
+    for line in lines:
+        content = line.lstrip(" ")
+        if not content or content.startswith("#"):
+            continue
+        col = len(line) - len(content)
+        if col == 0:
+            break  # the next top-level key
+        if content.startswith("\t") or content.startswith(("{", "[", "&", "*", "!")):
+            return None
+        if content.startswith("- ") and (dash is None or col == dash):
+            if content[2:3] in (" ", ""):
+                return None  # `-   key:`: unusual
+            dash, key_col, in_values, values_col = col, col + 2, False, None
+            items.append({"item": {}, "values": {}})
+            content, col = content[2:], col + 2
+        if not items or col < key_col:
+            return None
+        pair = _key_value(content.split(" #")[0].rstrip())
+        if col == key_col:
+            in_values = pair is not None and pair[0] == "values"
+            values_col = None
+            if pair is None:
+                return None
+            if pair[0] == "version":
+                return None  # a chart version: helm gets --version
+            if pair[0] in ("release", "chart", "accelerator"):
+                items[-1]["item"][pair[0]] = _plain_name(pair[1])
+            if in_values and pair[1].strip():
+                return None  # `values: {...}` inline
+            continue
+        if in_values:
+            values_col = col if values_col is None else values_col
+            if col == values_col and pair is not None and pair[0] in ("release", "chart", "accelerator"):
+                items[-1]["values"][pair[0]] = _plain_name(pair[1])
+    out = []
+    for found in items:
+        merged = {**found["item"], **found["values"]}
+        folder = _chart_folder(merged.get("chart"), merged.get("accelerator"))
+        if not merged.get("release") or folder is None:
+            return None
+        out.append((merged["release"], folder))
+    return out or None
+
+
 def start_template(params: dict) -> None:
-    """For `template`/`lint` parameters from cli/direct.py: start `helm template` when the guess is safe."""
+    """For `template`/`lint` parameters from cli/direct.py: start `helm template` for each release the values
+    or recipe file names, when the guess is safe."""
     values = params["values_files"]
     if (len(values) != 1 or values[0] == "-" or params.get("chart") or params.get("chart_version")
             or params.get("chart_repo") or os.environ.get("HELM_NEMO_CHART_REPO")
@@ -88,18 +166,18 @@ def start_template(params: dict) -> None:
     helm = os.environ.get("HELM_BIN") or os.environ.get("HELM_NEMO_HELM")  # actions/helm.py's order
     if not hasattr(os, "posix_spawn"):  # Windows: helm starts after validation, as before
         return
-    guessed = guess_release(values[0], params.get("release")) if helm else None
-    if guessed is None:
+    guessed = guess_releases(values[0], params.get("release")) if helm else None
+    if not guessed:
         return
-    release, chart = guessed
     extra = ["--namespace", params["namespace"]] if params.get("namespace") else []
     if params.get("kube_version"):
         extra = ["--kube-version", params["kube_version"]] + extra  # lint passes its version to helm first
-    args = [helm, "template", release, chart, "-f", "-", *extra]
-    try:
-        _started.append((args, StartedHelm(args)))
-    except OSError:
-        return  # helm cannot be started: the command says so in its own words later
+    for release, chart in guessed:
+        args = [helm, "template", release, chart, "-f", "-", *extra]
+        try:
+            _started.append((args, StartedHelm(args)))
+        except OSError:
+            return  # helm cannot be started: the command says so in its own words later
     from helm_nemo.timings import mark
 
     mark("helm started (before validation)")
