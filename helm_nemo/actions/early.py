@@ -3,14 +3,14 @@
 helm spends most of a `helm template` starting (the Go runtime and helm's packages: ~55 of ~65 ms here)
 before it reads a single value, and helm-nemo spends about as long starting Python and validating. So
 `template` and `lint` start helm first thing, with the release name and chart read off the values file's
-top-level lines (`release:`, `chart:`, `accelerator:`) and the values to come on stdin (`-f -`), then
-validate as usual. When validation passes and the command the plan needs is exactly the one started, that
+top-level lines (`release:`, `chart:`, `accelerator:`; for a recipe, each release's lines) and the values
+to come on stdin (`-f -`), then validate as usual. When validation passes and the command the plan needs is exactly the one started, that
 process gets the values; otherwise (a guess that does not match, an error, a signal, any exit) it is killed
 (SIGKILL to its process group) before it has read anything: a helm started this way never sees a value,
 prints nothing that is shown and touches nothing (`helm template` with a local chart reads no network and
 no cluster before its values).
 
-Only for a single values file naming a chart folder shipped with helm-nemo, helm given by $HELM_BIN or
+Only for a single values or recipe file naming chart folders shipped with helm-nemo, helm given by $HELM_BIN or
 $HELM_NEMO_HELM, no --chart/--version/--chart-repo/$HELM_NEMO_CHART_REPO and no flag for helm but -n
 (nothing that could make helm read a repository or registry first). install/upgrade never start helm
 before validation. This module imports nothing but `os` before helm is started (no re, pathlib or
