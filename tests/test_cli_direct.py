@@ -1,7 +1,7 @@
 """The hot release commands run without click (cli/direct.py) only when click would read the command line
 the same way: every line the direct parser accepts must give exactly click's parameters, with nothing
 passed through to helm; every line it declines goes to click. And start-up stays lean: the modules a
-template run imports before helm starts do not load `inspect`/`ast` (DEFERRED_MODULES) or `typing`.
+template run imports before helm gets its values do not load `inspect`/`ast` (DEFERRED_MODULES) or `typing`.
 """
 
 from __future__ import annotations
