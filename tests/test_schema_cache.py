@@ -252,8 +252,40 @@ print(json.dumps([[(p.kind, p.name, p.path, p.message, p.check) for p in validat
         proc = subprocess.run([sys.executable, "-c", script, str(golden)], env=env, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         results.append(json.loads(proc.stdout))
-    assert len(entries(tmp_path / "c")) >= 2  # the definitions and the JobSet CRD at least
+    written = [entry.name for entry in entries(tmp_path / "c")]
+    assert any(name.startswith("jobset_") for name in written)  # the JobSet CRD at least
+    assert not any(name.startswith("_definitions") for name in written)  # read in slices (SlicedDefs), no copy
     assert results[0] == results[1] == results[2]
     clean, broken = results[0]
     assert clean == [] and sorted(p[3].split(" (")[0] for p in broken) == \
         ["unknown field 'bogus'", "unknown field 'restartPolicyy'"]
+
+
+def test_kubernetes_definitions_are_read_in_slices_exactly_as_parsed_whole():
+    """Every shipped Kubernetes version's _definitions.json through SlicedDefs: the same names in the same order
+    and every definition equal to json.loads of the whole file, without that whole parse."""
+    from helm_nemo.validate.schemas import core_dir, shipped_kube_versions
+
+    for kube in shipped_kube_versions():
+        source = (core_dir(kube) / "_definitions.json").read_bytes()
+        sliced = schema_cache.SlicedDefs.of(source)
+        whole = json.loads(source)["$defs"]
+        assert sliced is not None and list(sliced) == list(whole), kube
+        assert all(sliced[name] == whole[name] for name in whole), kube
+        assert sliced._parsed is None  # no whole parse was needed
+        assert isinstance(schema_cache.load_defs(core_dir(kube) / "_definitions.json"), schema_cache.SlicedDefs)
+
+
+def test_sliced_definitions_fall_back_to_the_whole_document_on_any_surprise(monkeypatch):
+    def defs(text: bytes):
+        return schema_cache.SlicedDefs.of(text)
+
+    escaped = json.dumps({"$defs": {"a": {"x": 1}, 'b\\q"r': {"y": [1]}, "c": 2}}, indent=2).encode()
+    assert dict(defs(escaped)) == {"a": {"x": 1}, 'b\\q"r': {"y": [1]}, "c": 2}
+    assert defs(json.dumps({"$defs": {"a": 1}}).encode()) is None  # another layout: not sliced at all
+    odd = b'{\n  "$defs": {\n    "a": {"x": 1},\n    "b":{"y": 2}\n  }\n}'  # "b" not on a line of its own form
+    sliced = defs(odd)
+    assert sliced["b"] == {"y": 2} and sliced["a"] == {"x": 1} and "b" in sliced and "z" not in sliced
+    assert sliced._parsed is not None  # it took the whole document
+    with pytest.raises(KeyError):
+        sliced["z"]
