@@ -517,8 +517,10 @@ def case_key(mapping: Mapping) -> str:
     return f"{mapping.accelerator or '-'}/{mapping.kind}/{mapping.variant}"
 
 
-def entry_applies(entry: dict, key: str) -> bool:
-    return any(fnmatch.fnmatchcase(key, pattern) for pattern in entry["where"])
+def entry_applies(entry: dict, key: str, selector: str = "where") -> bool:
+    """The entry names this case: one of its `selector` globs (`where:` here, `cases:` in tests/parity's
+    list, which tests/test_parity.py reads with these same functions) matches `key`."""
+    return any(fnmatch.fnmatchcase(key, pattern) for pattern in entry[selector])
 
 
 def entry_explains(entry: dict, diff: Difference) -> bool:
@@ -536,8 +538,10 @@ def entry_explains(entry: dict, diff: Difference) -> bool:
     return True
 
 
-def explain(diffs: list[Difference], entries: list[dict], key: str) -> tuple[list[Difference], set[str]]:
-    applicable = [e for e in entries if entry_applies(e, key)]
+def explain(diffs: list[Difference], entries: list[dict], key: str,
+            selector: str = "where") -> tuple[list[Difference], set[str]]:
+    """(the differences no entry for `key` explains, the ids of the entries that explained some)."""
+    applicable = [e for e in entries if entry_applies(e, key, selector)]
     used: set[str] = set()
     unexplained = []
     for diff in diffs:
@@ -725,7 +729,7 @@ def export_fixture(corpus: Path, cmd: Command, helm: Path, dest: Path) -> None:
     (dest / "command.txt").write_text("\n".join([cmd.release, "CHART", *out_args]) + "\n")
     commit = _git_head(corpus)
     lines = [f"case: {dest.name}", f"command: {cmd.id} (README line {cmd.line})",
-             f"anchor_repository: https://github.com/AI-Hypercomputer/gpu-recipes", f"anchor_commit: {commit}",
+             "anchor_repository: https://github.com/AI-Hypercomputer/gpu-recipes", f"anchor_commit: {commit}",
              f"anchor_chart: {mapping.anchor.relative_to(corpus)} ({mapping.variant})",
              f"project_chart: {mapping.ours.relative_to(ROOT)}", f"selector: {case_key(mapping)}"]
     for name, src in copied:

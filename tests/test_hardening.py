@@ -77,8 +77,6 @@ def fake_helm(tmp_path: Path, body: str) -> Path:
 
 
 def calls(tmp_path: Path) -> list[list[str]]:
-    import json
-
     log = tmp_path / "calls.jsonl"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 

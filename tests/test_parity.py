@@ -9,7 +9,6 @@ documented in docs/compatibility.md.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from pathlib import Path
 
@@ -77,33 +76,11 @@ def _pod_specs(doc: dict):
         yield spec["template"]["spec"]
 
 
-def entry_applies(entry: dict, case: str) -> bool:
-    return any(fnmatch.fnmatch(case, pattern) for pattern in entry["cases"])
-
-
-def entry_explains(entry: dict, diff: Difference) -> bool:
-    if entry["change"] not in ("any", diff.change):
-        return False
-    if not re.search(entry["path"], diff.path):
-        return False
-    if "value" in entry:
-        value = diff.actual if diff.change == "added" else diff.expected
-        return isinstance(value, str) and re.search(entry["value"], value) is not None
-    return True
-
-
 def explain(diffs: list[Difference], entries: list[dict], case: str) -> tuple[list[Difference], list[str]]:
-    """(differences no entry explains, ids of entries for this case that explain nothing)."""
-    applicable = [e for e in entries if entry_applies(e, case)]
-    used: set[str] = set()
-    unexplained = []
-    for diff in diffs:
-        matching = [e["id"] for e in applicable if entry_explains(e, diff)]
-        if matching:
-            used.update(matching)
-        else:
-            unexplained.append(diff)
-    return unexplained, [e["id"] for e in applicable if e["id"] not in used]
+    """(differences no entry explains, ids of entries for this case that explain nothing): the corpus
+    harness's matcher (scripts/corpus.py), with this list's `cases:` selectors."""
+    unexplained, used = CORPUS.explain(diffs, entries, case, selector="cases")
+    return unexplained, [e["id"] for e in entries if CORPUS.entry_applies(e, case, "cases") and e["id"] not in used]
 
 
 def case_spec(case: str) -> dict:

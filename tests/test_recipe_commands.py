@@ -8,7 +8,6 @@ the order and the messages; tests/test_install_emulated.py runs the real helm ag
 from __future__ import annotations
 
 import json
-import os
 import stat
 from datetime import datetime, timezone
 from pathlib import Path

@@ -15,7 +15,6 @@ as "$@" or env) is checked on the rendered scripts at the end.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -299,6 +298,6 @@ def test_launcher_arguments_expand_only_variables(helm3, tmp_path):
               "'a b'", "x\\$y", "*"]
     out = subprocess.run(["bash", "-c", probe, "workload", *values], env={"NNODES": "4", "JOB": "j1", "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout
-    assert out.splitlines() == ["<--num-nodes=4>", "<--name=j1>", f"<$(touch>", f"<{marker})>", f"<`touch>",
+    assert out.splitlines() == ["<--num-nodes=4>", "<--name=j1>", "<$(touch>", f"<{marker})>", "<`touch>",
                                 f"<{marker}`>", "<;>", "<touch>", f"<{marker}>", "<'a>", "<b'>", "<x$y>", "<*>"]
     assert not marker.exists()

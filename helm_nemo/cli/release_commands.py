@@ -92,17 +92,19 @@ def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
 
         return slurm_cli.template(plans, extra, show_secrets=not secrets.masking())  # --show-secrets
 
-    check = prepare = None
-    if not skip_manifest_validation:
-        def check(rendered):
-            from helm_nemo.actions.lint import SKIP_HINT, check_recipe, kube_version_from_flags
+    if skip_manifest_validation:
+        return releases.template(plans, _helm(), extra, echo=_say)
 
-            return check_recipe(rendered, kube_version=kube_version_from_flags(extra), echo=_say, hint=SKIP_HINT)
+    def check(rendered):
+        from helm_nemo.actions.lint import SKIP_HINT, check_recipe, kube_version_from_flags
 
-        def prepare():
-            from helm_nemo.actions.lint import kube_version_from_flags, warm_validators
+        return check_recipe(rendered, kube_version=kube_version_from_flags(extra), echo=_say, hint=SKIP_HINT)
 
-            warm_validators(plans, kube_version_from_flags(extra))
+    def prepare():  # while helm renders: the validators the check will need
+        from helm_nemo.actions.lint import kube_version_from_flags, warm_validators
+
+        warm_validators(plans, kube_version_from_flags(extra))
+
     return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
