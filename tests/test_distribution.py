@@ -285,6 +285,12 @@ def test_plugin_from_a_directory_on_both_helms(dist, tmp_path, helm3, helm4):
         outputs.append(rendered.stdout)
     assert outputs == [_golden(EXAMPLE)] * 2
     assert (source / "venv" / ".helm-nemo-version").read_text().strip() == _version()
+    # Compiled at install (a first run that compiles the package costs ~40 ms more), and the launcher's
+    # `python -S` finds the one site-packages it puts on sys.path.
+    (site,) = (source / "venv" / "lib").glob("python3*/site-packages")
+    for module in ("cli/__init__", "cli/direct", "actions/early", "values/plan", "validate/compiled"):
+        folder, name = (site / "helm_nemo" / module).parent, Path(module).name
+        assert list((folder / "__pycache__").glob(f"{name}.cpython-*.pyc")), module
 
 
 # --- bad cases: one clear message, exit 2, no traceback ------------------------------------------------------
