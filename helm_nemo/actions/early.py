@@ -258,36 +258,11 @@ class StartedHelm:
             os.kill(self.pid, signum)
 
     def communicate(self, text: str) -> tuple[str, str]:
-        """Write `text` to helm's stdin and close it, read stdout and stderr to their ends, wait for helm."""
-        import selectors
+        """Write `text` to helm's stdin and close it, read stdout and stderr to their ends (process.Pump, as for
+        every helm), wait for helm; newlines read as subprocess's text mode reads them."""
+        from helm_nemo.actions.process import Pump
 
-        data = memoryview(text.encode("utf-8"))
-        got = {self.stdout: bytearray(), self.stderr: bytearray()}
-        with selectors.DefaultSelector() as selector:
-            if len(data):
-                selector.register(self.stdin, selectors.EVENT_WRITE)
-            else:
-                self.stdin.close()
-            for stream in got:
-                selector.register(stream, selectors.EVENT_READ)
-            while selector.get_map():
-                for key, _ in selector.select():
-                    stream = key.fileobj
-                    if stream is self.stdin:
-                        try:
-                            data = data[os.write(stream.fileno(), data[:65536]):]
-                        except BrokenPipeError:  # helm stopped reading (it failed)
-                            data = data[:0]
-                        if not len(data):
-                            selector.unregister(stream)
-                            stream.close()
-                        continue
-                    chunk = os.read(stream.fileno(), 65536)
-                    if chunk:
-                        got[stream] += chunk
-                    else:
-                        selector.unregister(stream)
-                        stream.close()
+        pump = Pump(self, text, None, None)
+        pump.run()
         self.wait()
-        return tuple(bytes(got[s]).decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
-                     for s in (self.stdout, self.stderr))
+        return tuple(pump.text(s).replace("\r\n", "\n").replace("\r", "\n") for s in (self.stdout, self.stderr))

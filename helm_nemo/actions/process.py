@@ -184,7 +184,7 @@ def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool 
     proc = spawn(args, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE)
     try:
-        pump = _Pump(proc, input, None if capture_stdout else stdout, None if capture_stderr else stderr)
+        pump = Pump(proc, input, None if capture_stdout else stdout, None if capture_stderr else stderr)
         pump.run()
         code = proc.wait()
     finally:
@@ -199,7 +199,7 @@ def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool 
     return subprocess.CompletedProcess(args, code, pump.text(proc.stdout), pump.text(proc.stderr))
 
 
-class _Pump:
+class Pump:
     """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
 
     def __init__(self, proc: subprocess.Popen, input: str | None, out: TextIO | None, err: TextIO | None):
