@@ -63,6 +63,19 @@ def data_root_name() -> str:
     return _packaged_name() or os.path.dirname(_PACKAGE)
 
 
+def shipped_chart_name(kind: str, accelerator: str | None) -> str | None:
+    """The shipped chart folder of a chart kind, as text: charts/<kind> when the kind has one chart for every
+    accelerator, else charts/<accelerator>/<kind>; None when there is neither. (Text, so actions/early.py can
+    ask before pathlib is imported; values/plan.py says what is wrong when this is None.)"""
+    if any(name in (".", "..") or "/" in name or os.sep in name for name in (kind, accelerator or "")):
+        return None  # a name from a values file: never a path out of the charts folder
+    charts = os.path.join(data_root_name(), "charts")
+    for folder in (os.path.join(charts, kind), os.path.join(charts, accelerator, kind) if accelerator else None):
+        if folder is not None and os.path.isfile(os.path.join(folder, "Chart.yaml")):
+            return folder
+    return None
+
+
 def data_root() -> Path:
     from pathlib import Path
 

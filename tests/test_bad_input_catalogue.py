@@ -249,6 +249,8 @@ CASES: list = [
     # --- accelerator / chart / release ---------------------------------------------------------
     Case("accelerator-unknown", HEAD.replace("a3ultra", "h100") + WORKLOAD, "1:1", "$.accelerator",
          "no 'jobset' chart for accelerator 'h100'", expected="a3ultra"),
+    Case("accelerator-a-path-out-of-the-charts", HEAD.replace("a3ultra", "../charts/a3ultra") + WORKLOAD, "1:1",
+         "$.accelerator", "no 'jobset' chart for accelerator '../charts/a3ultra'"),
     Case("accelerator-missing", "chart: jobset\nrelease: r1\n" + WORKLOAD, "1:1", "$",
          "chart 'jobset' exists per accelerator; the values name no `accelerator`"),
     Case("accelerator-mismatch", HEAD.replace("a3ultra", "a3mega") + WORKLOAD, "1:1", "$.accelerator",

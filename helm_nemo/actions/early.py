@@ -54,21 +54,12 @@ def _read_regular(values_file: str) -> str | None:
         return None
 
 
-def _chart_folder(kind: str | None, accelerator: str | None) -> str | None:
-    """The shipped chart folder values/plan.py picks for a kind (+ accelerator), when it exists."""
+def _shipped_chart(kind: str | None, accelerator: str | None) -> str | None:
     if not kind:
         return None
     from helm_nemo import resources
 
-    charts = os.path.join(resources.data_root_name(), "charts")
-    shared = os.path.join(charts, kind)  # values/plan.py's order: a chart for every accelerator first
-    if os.path.isfile(os.path.join(shared, "Chart.yaml")):
-        return shared
-    if accelerator:
-        own = os.path.join(charts, accelerator, kind)
-        if os.path.isfile(os.path.join(own, "Chart.yaml")):
-            return own
-    return None
+    return resources.shipped_chart_name(kind, accelerator)
 
 
 def _key_value(text: str) -> tuple[str, str] | None:
@@ -100,7 +91,7 @@ def guess_releases(values_file: str, release: str | None) -> list[tuple[str, str
             return _recipe_releases(lines[number + 1:])
         top[key] = _plain_name(rest)
     name = _plain_name(release) if release is not None else top.get("release")
-    folder = _chart_folder(top.get("chart"), top.get("accelerator"))
+    folder = _shipped_chart(top.get("chart"), top.get("accelerator"))
     return [(name, folder)] if name and folder else None
 
 
@@ -148,7 +139,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     out = []
     for found in items:
         merged = {**found["item"], **found["values"]}
-        folder = _chart_folder(merged.get("chart"), merged.get("accelerator"))
+        folder = _shipped_chart(merged.get("chart"), merged.get("accelerator"))
         if not merged.get("release") or folder is None:
             return None
         out.append((merged["release"], folder))

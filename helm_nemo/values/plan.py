@@ -78,11 +78,6 @@ def released_local_chart(name: str, version: str | None) -> Path | None:
     return None
 
 
-def local_chart_path(kind: str, accelerator: str | None) -> Path:
-    charts = resources.charts_dir()
-    return charts / accelerator / kind if accelerator else charts / kind
-
-
 class FileBudget:
     """Bytes read through `files:` in one run (all releases): at most paths.MAX_TOTAL_BYTES."""
 
@@ -229,11 +224,10 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         raise UserError(problem(loaded, real(("chart",)), f"chart {kind!r} is neither a chart kind nor a folder path",
                                  expected="a chart kind (jobset, nemo-training, supervisor, gcs-fuse, fsx-lustre) or "
                                           "./a/chart/folder next to the values file"))
-    charts = resources.charts_dir()
     # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
-    if (charts / kind / "Chart.yaml").is_file():
-        path = charts / kind
-    else:
+    path = resources.shipped_chart_name(kind, accelerator)
+    if path is None:  # say why
+        charts = resources.charts_dir()
         have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
         if not have:
             raise UserError(problem(loaded, real(("chart",)), f"no chart {kind!r}",
@@ -241,11 +235,9 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         if not accelerator:
             raise UserError(problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
                                      expected="accelerator: " + " | ".join(have), hint="add `accelerator:` to the values file"))
-        if accelerator not in have:
-            raise UserError(problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
-                                     expected=" | ".join(have)))
-        path = charts / accelerator / kind
-    return str(path), kind, accelerator
+        raise UserError(problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
+                                 expected=" | ".join(have)))
+    return path, kind, accelerator
 
 
 def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
