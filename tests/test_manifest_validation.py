@@ -409,13 +409,7 @@ def test_fast_path_agrees_with_jsonschema_on_goldens_and_mutations():
         assert validator.fast is not None, f"{doc['kind']}: schema keyword the fast path lacks"
         nodes = list(_nodes(doc))[1:]
         for _ in range(8):
-            mutated, (path, node) = copy.deepcopy(doc), rnd.choice(nodes)
-            if isinstance(node, dict) and rnd.random() < 0.5:
-                node = copy.deepcopy(node)
-                node[rnd.choice(["extra", "name", "templat"])] = rnd.choice(values)
-            else:
-                node = rnd.choice(values)
-            _set(mutated, path, node)
+            mutated, path, node = _mutation(rnd, doc, nodes, values)
             assert validator.fast(mutated) == validator.slow.is_valid(mutated), (doc["kind"], path, node)
             checked += 1
     assert checked > 500
@@ -442,13 +436,7 @@ def test_lazy_fast_path_agrees_with_the_eager_one_and_jsonschema():
             lazy[key, "eager"] = eager
         nodes = list(_nodes(doc))[1:]
         for _ in range(6):
-            mutated, (path, node) = copy.deepcopy(doc), rnd.choice(nodes)
-            if isinstance(node, dict) and rnd.random() < 0.5:
-                node = copy.deepcopy(node)
-                node[rnd.choice(["extra", "name", "templat"])] = rnd.choice(values)
-            else:
-                node = rnd.choice(values)
-            _set(mutated, path, node)
+            mutated, path, node = _mutation(rnd, doc, nodes, values)
             verdict = reference.slow.is_valid(mutated)
             assert lazy[key].fast(mutated) == lazy[key, "eager"].fast(mutated) == verdict, (doc["kind"], path, node)
             checked += 1
@@ -578,6 +566,19 @@ def _nodes(obj, path=()):
     items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
     for key, value in items:
         yield from _nodes(value, path + (key,))
+
+
+def _mutation(rnd: random.Random, doc: dict, nodes: list, values: list) -> tuple[dict, tuple, object]:
+    """A copy of `doc` with one node (from `nodes`, as _nodes lists them) replaced by one of `values`, or, half
+    the time for a mapping, given an extra, a known or a misspelt key: (the copy, the path, the new node)."""
+    mutated, (path, node) = copy.deepcopy(doc), rnd.choice(nodes)
+    if isinstance(node, dict) and rnd.random() < 0.5:
+        node = copy.deepcopy(node)
+        node[rnd.choice(["extra", "name", "templat"])] = rnd.choice(values)
+    else:
+        node = rnd.choice(values)
+    _set(mutated, path, node)
+    return mutated, path, node
 
 
 def _set(obj, path, value):
