@@ -74,7 +74,6 @@ class _State:
     received: int | None = None
     children: set = set()  # the helm processes running now (recipe renders run side by side)
     at_once = False  # inside stopping_at_once(): a signal raises SignalStop
-    starting = False  # between starting a helm and adding it to children
 
 
 def _handler(signum, _frame) -> None:
@@ -86,7 +85,7 @@ def _handler(signum, _frame) -> None:
                 child.send_signal(signum)
             except ProcessLookupError:  # pragma: no cover - it just exited
                 pass
-    if _State.at_once and not _State.starting:
+    if _State.at_once:
         raise SignalStop(signum)
 
 
@@ -94,12 +93,8 @@ def spawn(args: list[str], **popen) -> subprocess.Popen:
     """Start helm (its own process group while signals are forwarded) and have signals passed to it until
     `release(proc)`; Interrupted instead when a signal already arrived."""
     check_interrupted()
-    _State.starting = True
-    try:
-        proc = subprocess.Popen(args, process_group=0 if _State.active else None, **popen)
-        _State.children.add(proc)
-    finally:
-        _State.starting = False
+    proc = subprocess.Popen(args, process_group=0 if _State.active else None, **popen)
+    _State.children.add(proc)
     if _State.received is not None:  # it arrived while helm was being started: helm gets it too
         proc.send_signal(_State.received)
     return proc
