@@ -49,33 +49,6 @@ def corpus_module():
 CORPUS = corpus_module()
 
 
-def rename_derived_volumes(docs: list[dict]) -> list[dict]:
-    """Our charts name volumes gcs-<i>-<bucket> / pvc-<i>-<claim> (valid, unique DNS labels); the
-    anchors use the bucket or claim name itself. Map ours back so the volumes' content is compared."""
-    for doc in docs:
-        for pod in _pod_specs(doc):
-            renames = {}
-            for volume in pod.get("volumes") or []:
-                if volume["name"].startswith("gcs-") and "csi" in volume:
-                    renames[volume["name"]] = volume["csi"]["volumeAttributes"]["bucketName"]
-                elif volume["name"].startswith("pvc-") and "persistentVolumeClaim" in volume:
-                    renames[volume["name"]] = volume["persistentVolumeClaim"]["claimName"]
-            for volume in pod.get("volumes") or []:
-                volume["name"] = renames.get(volume["name"], volume["name"])
-            for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
-                for mount in container.get("volumeMounts") or []:
-                    mount["name"] = renames.get(mount["name"], mount["name"])
-    return docs
-
-
-def _pod_specs(doc: dict):
-    spec = doc.get("spec") or {}
-    for rjob in spec.get("replicatedJobs") or []:
-        yield rjob["template"]["spec"]["template"]["spec"]
-    if doc.get("kind") in ("Job", "Deployment", "DaemonSet"):
-        yield spec["template"]["spec"]
-
-
 def explain(diffs: list[Difference], entries: list[dict], case: str) -> tuple[list[Difference], list[str]]:
     """(differences no entry explains, ids of entries for this case that explain nothing): the corpus
     harness's matcher (scripts/corpus.py), with this list's `cases:` selectors."""
@@ -88,37 +61,11 @@ def case_spec(case: str) -> dict:
     return {"chart": spec} if isinstance(spec, str) else spec
 
 
-def rename_named(docs: list[dict], renames: dict) -> list[dict]:
-    """A case's documented renames (e.g. the nemo-training container `workload` is `nemo-workload` in the
-    anchor): applied to our objects before comparing, so the renamed items' content is still compared."""
-    containers = renames.get("containers") or {}
-    volumes = renames.get("volumes") or {}
-    names = renames.get("names") or {}  # object names (and every field equal to one, e.g. a PVC's volumeName)
-
-    def rename_values(node):
-        if isinstance(node, dict):
-            return {k: rename_values(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [rename_values(v) for v in node]
-        return names.get(node, node) if isinstance(node, str) else node
-
-    if names:
-        docs = [rename_values(doc) for doc in docs]
-    for doc in docs:
-        for pod in _pod_specs(doc):
-            for volume in pod.get("volumes") or []:
-                volume["name"] = volumes.get(volume["name"], volume["name"])
-            for container in (pod.get("containers") or []) + (pod.get("initContainers") or []):
-                container["name"] = containers.get(container["name"], container["name"])
-                for mount in container.get("volumeMounts") or []:
-                    mount["name"] = volumes.get(mount["name"], mount["name"])
-    return docs
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_parity(helm, case):
     spec = case_spec(case)
-    ours = rename_named(rename_derived_volumes(parse_manifests(render(helm, case, spec["chart"]))), spec.get("rename") or {})
+    # our derived volume names and the case's documented renames mapped back: the corpus harness's rename_ours
+    ours = CORPUS.rename_ours(parse_manifests(render(helm, case, spec["chart"])), spec.get("rename") or {})
     ours = CORPUS.normalize_render(ours, "parity")
     anchor = CORPUS.normalize_render(parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text()), "parity")
     unexplained, unused = explain(semantic_diff(anchor, ours), ALLOWED, case)
@@ -152,7 +99,7 @@ def test_allowed_entries_are_well_formed_and_documented():
     assert documented <= known, f"documented but unknown: {sorted(documented - known)}"
 
 
-# Renames applied before comparing (rename_derived_volumes, cases.yaml `rename`), documented in the same table.
+# Renames applied before comparing (corpus rename_ours: derived volume names, cases.yaml `rename`), documented in the same table.
 NORMALISATIONS = {"volume-names-derived", "nemo-training-names", "pv-names-release-scoped",
                   # scripts/corpus.py normalize_render, applied to both sides:
                   "launcher-no-trailing-continuation", "launcher-args-as-argv", "run-identity-normalised",
