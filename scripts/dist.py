@@ -4,7 +4,8 @@
   dist/helm_nemo-<v>-py3-none-any.whl   the package, data included (charts, schemas, profiles, generator sources)
   dist/helm_nemo-<v>.tar.gz             its sdist
   dist/helm-nemo-<v>.tgz                the Helm plugin: plugin.yaml, completion.yaml, bin/, NOTICE and wheels/
-                                        (the wheel above plus every dependency, for this platform and Python),
+                                        (the wheel above plus every dependency at its locked version, requirements/runtime.lock,
+                                        for this platform and Python),
                                         so `helm plugin install` sets itself up offline
 
 The plugin tarball has plugin.yaml at its root and no `./` entry (Helm 3.17's HTTP installer needs both), and
@@ -96,8 +97,10 @@ def main() -> int:
     shutil.rmtree(ROOT / "build", ignore_errors=True)
     wheel = dist / f"helm_nemo-{v}-py3-none-any.whl"
     wheels = dist / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
-        "--wheel-dir", str(wheels), str(wheel))
+    # the dependencies at the versions of requirements/runtime.lock (hashes checked), for this platform and Python
+    run(sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
+        "--require-hashes", "--no-deps", "--dest", str(wheels), "-r", str(ROOT / "requirements" / "runtime.lock"))
+    shutil.copy2(wheel, wheels / wheel.name)
     tarball = plugin_tarball(v, sorted(wheels.glob("*.whl")), dist)
     shutil.rmtree(wheels)
     if args.sign:

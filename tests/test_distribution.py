@@ -129,6 +129,28 @@ def test_plugin_tarball_layout(dist):
     assert {"helm_nemo", "click", "ruamel_yaml", "pyyaml", "jsonschema", "jinja2", "kubernetes_validate"} <= wheels
 
 
+def test_plugin_tarball_bundles_exactly_the_locked_versions(dist):
+    """The bundled wheels are requirements/runtime.lock (name, version and a locked hash), plus helm-nemo itself:
+    a release built on another day bundles the same dependencies."""
+    import hashlib
+
+    from test_lock import canonical, read_lock
+
+    locked = read_lock(ROOT / "requirements" / "runtime.lock")
+    bundled: dict[str, tuple[str, str]] = {}
+    with tarfile.open(dist / f"helm-nemo-{_version()}.tgz") as tar:
+        for member in tar.getmembers():
+            if member.name.startswith("wheels/"):
+                name, version = member.name.split("/")[1].split("-")[:2]
+                digest = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                bundled[canonical(name)] = (version, digest)
+    assert bundled.pop("helm-nemo")[0] == _version()
+    assert {name: version for name, (version, _) in bundled.items()} == {
+        name: entry.version for name, entry in locked.items() if entry.applies()}
+    for name, (_, digest) in bundled.items():
+        assert digest in locked[name].hashes, f"{name}: the bundled wheel's sha256 is not one the lock allows"
+
+
 def _golden(name: str) -> str:
     return (GOLDEN / f"{name}.yaml").read_text()
 
