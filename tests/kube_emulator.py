@@ -42,10 +42,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -405,7 +406,7 @@ def with_defaults(defaults: Any, obj: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ready_status(obj: dict) -> dict | None:
@@ -489,7 +490,7 @@ class Fault:
             and self.namespace in (None, ns) \
             and (self.when is None or bool(self.when(request)))
 
-    def error(self) -> "ApiError":
+    def error(self) -> ApiError:
         return ApiError(self.status, self.reason, self.message)
 
 
@@ -528,7 +529,7 @@ class KubeEmulator:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> "KubeEmulator":
+    def start(self) -> KubeEmulator:
         emulator = self
 
         class Handler(_Handler):
@@ -557,7 +558,7 @@ class KubeEmulator:
         self._thread.join(timeout=5)
         self._server = None
 
-    def __enter__(self) -> "KubeEmulator":
+    def __enter__(self) -> KubeEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -799,7 +800,7 @@ class KubeEmulator:
         try:
             patch = json.loads(body or b"{}")
         except ValueError as err:
-            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}")
+            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}") from None
         with self._cond:
             old = self._store[res].get((ns, name))
             if content_type.startswith("application/apply-patch"):
@@ -981,7 +982,7 @@ class _Handler(BaseHTTPRequestHandler):
             return json.loads(body)
         except ValueError as err:
             raise ApiError(415 if content_type.startswith(PROTOBUF) else 400, "BadRequest",
-                           f"cannot decode the {content_type or 'untyped'} body: {err}")
+                           f"cannot decode the {content_type or 'untyped'} body: {err}") from None
 
     def _handle(self) -> None:
         split = urlsplit(self.path)
@@ -1042,7 +1043,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", f"{self.command} is not supported")
         except ApiError as err:
             self._send(err.code, err.status())
-        except Exception as err:  # noqa: BLE001 - an emulator bug must reach the client, not hang it
+        except Exception as err:
             self._send(500, ApiError(500, "InternalError", f"emulator error: {type(err).__name__}: {err}").status())
 
     def _watch(self, res: Resource, ns: str | None, query: dict) -> None:

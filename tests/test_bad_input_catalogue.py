@@ -755,7 +755,7 @@ def _run_cli(case: Case, values: Path) -> subprocess.CompletedProcess:
     if case.root:
         args += ["--root", str((_case_dir(case, values) / case.root).resolve())]
     args += list(case.args)
-    stdout = open(case.stdout_to, "w") if case.stdout_to else subprocess.PIPE  # noqa: SIM115
+    stdout = open(case.stdout_to, "w") if case.stdout_to else subprocess.PIPE
     try:
         return subprocess.run(args, env=_cli_env(case, home), cwd=values.parent, input=case.stdin, stdout=stdout,
                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)

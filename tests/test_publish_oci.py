@@ -23,6 +23,7 @@ from helm_nemo.generate import versions as chart_versions
 
 from helm_nemo.actions import publish
 from helm_nemo.actions.helm import HelmBinary
+from datetime import UTC
 
 ROOT = Path(__file__).resolve().parent.parent
 REGISTRY_BIN = Path(os.environ.get("DOCKER_REGISTRY", "/usr/bin/docker-registry"))
@@ -218,7 +219,7 @@ def test_helm4_packaging_is_reproducible(helm4, registry, tmp_path):
 
 def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_path):
     """--chart oci://…/NAME --version V of a locked version uses the local twin's schema: same checks, same jobTimestamp."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from helm_nemo.actions.releases import stamp_job_time
     from helm_nemo.values.plan import build_plans
@@ -229,7 +230,7 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     ref = "oci://registry.example/charts/jobset-a3ultra"
     plan = build_plans(values, chart=ref, version=VERSION)[0]
     assert plan.local_chart == ROOT / "charts/a3ultra/jobset"
-    stamp_job_time(plan, datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+    stamp_job_time(plan, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert plan.values["workload"]["jobTimestamp"] == "2026-01-02-03-04-05"
     assert build_plans(values, chart=ref, version="9.9.9")[0].local_chart is None
     assert build_plans(values, chart=ref)[0].local_chart is None

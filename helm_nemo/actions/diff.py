@@ -14,7 +14,7 @@ releases.installed_job_time), so an unchanged recipe has no difference; flags on
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Callable, TextIO
+    from typing import TextIO
+    from collections.abc import Callable
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
 from helm_nemo.actions.process import Interrupted, run_helm
@@ -31,7 +32,7 @@ def _stderr(message: str) -> None:
 def render_time() -> datetime:
     """Now, or SOURCE_DATE_EPOCH (seconds) when set: the reproducible-builds convention for a fixed clock."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    return datetime.fromtimestamp(int(epoch), timezone.utc) if epoch.isdigit() else datetime.now(timezone.utc)
+    return datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else datetime.now(UTC)
 
 
 def needs_job_time(plan: ReleasePlan) -> bool:
@@ -135,7 +136,7 @@ def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], sa
     before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
     `say` with `failed` / `empty` after the message)."""
     rendered = []
-    for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm)):
+    for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm), strict=True):
         if proc.returncode != 0:
             say(proc.stderr.rstrip())
             say(f"helm nemo: rendering release {plan.release}{failed or ' failed'}")

@@ -62,7 +62,7 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
                 code = body(plans, extra, **options)
                 if received() is not None and not code:  # a signal no helm call was there to report
                     raise Interrupted(received())
-            except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+            except Exception as err:
                 _fail(err)
     except SignalStop as stop:  # before any helm started: nothing is running, nothing was sent
         _fail(Interrupted(stop.signum))

@@ -118,7 +118,7 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
                 _say(err.format())
             _say("Nothing was sent to helm.")
             code = 2
-        except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")
+        except Exception as err:
             _say(_traceback(err) if _debug() else f"helm nemo diff: {err}")
             code = 2
     sys.exit(code)
@@ -143,7 +143,7 @@ def validate(values_files, root, show_secrets, chart, release, target):
                 for job in slurm_cli.jobs_of(plans, echo=_say):
                     _out(f"ok: {job.release} -> Slurm job {job.job_name}")
                 return
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             _fail(err)
             return
         for plan in plans:
