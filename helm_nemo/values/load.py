@@ -152,6 +152,9 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        if mark and text[mark.index: mark.index + 1] == "\t":  # the parser's words ("cannot start any token") hide it
+            raise UserError(Problem(str(path), line, col, "$", "invalid YAML: a tab where YAML needs spaces",
+                                    hint="indent with spaces only; replace the tab(s) on this line")) from None
         raise UserError(Problem(str(path), line, col, "$", f"invalid YAML: {err.problem or err.context}",
                                 hint="check indentation and quoting around this line")) from None
     except yaml.YAMLError as err:
