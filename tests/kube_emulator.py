@@ -20,6 +20,9 @@ HTTP with a bearer token:
 - a tiny "controller": objects get a ready `status` on every write (Deployment, ReplicaSet, DaemonSet,
   StatefulSet, Job, JobSet, PersistentVolume(Claim), Service clusterIP), and a Deployment gets an owned,
   ready ReplicaSet, so `--wait` / `--atomic` succeed on both helms. `ready=False` turns that off.
+- update admission of Jobs and JobSets as the real server and the JobSet webhook answer (immutable pod
+  templates, replicated jobs, selectors …: 422 Invalid, `field is immutable`; see update_refusal);
+  `admission=False` turns it off.
 
 Tests read the store with `emulator.objects(kind, namespace)` / `emulator.get(kind, name, namespace)`
 and the traffic with `emulator.requests` (method, path, query, content type) or `emulator.calls()`.
@@ -430,6 +433,9 @@ def ready_status(obj: dict) -> dict | None:
     if kind == "DaemonSet":
         return {"observedGeneration": generation, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
                 "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}
+    if kind == "Job" and spec.get("suspend") is True:  # the Job controller starts no pod and sets no startTime
+        return {"active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                                             "lastProbeTime": _now(), "lastTransitionTime": _now()}]}
     if kind == "Job":
         completions = spec.get("completions", 1)
         return {"succeeded": completions, "active": 0, "startTime": _now(), "completionTime": _now(),
@@ -447,6 +453,118 @@ def ready_status(obj: dict) -> dict | None:
     if kind == "Namespace":
         return {"phase": "Active"}
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Update admission of the workloads helm-nemo creates, as the real server answers (written from the Go code,
+# independently of helm_nemo/diff/admission.py, which must agree with it):
+# - batch/v1 Job: kubernetes pkg/apis/batch/validation/validation.go, ValidateJobSpecUpdate and
+#   validatePodTemplateUpdate; pkg/registry/batch/job/strategy.go, validationOptionsForJob (v1.36).
+# - JobSet: kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go, ValidateUpdate, and the CRD's CEL rules
+#   (`self == oldSelf`) in api/jobset/v1alpha2/jobset_types.go. The webhook's denial reaches the client as
+#   the API server wraps it (apiserver .../webhook/errors/statuserror.go, ToStatusErr): 422 Invalid,
+#   `admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "NAME" is invalid: …`.
+
+JOB_IMMUTABLE = ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy",
+                 "successPolicy")
+JOBSET_CEL_IMMUTABLE = ("network", "successPolicy", "failurePolicy", "startupPolicy", "volumeClaimPolicies")
+POD_SCHEDULING_DIRECTIVES = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "nodeSelector"),
+                             ("spec", "tolerations"), ("spec", "schedulingGates"))
+
+
+def _pruned(value):
+    """A value as the typed Go struct holds it: nulls and empty maps/lists are the same as absent."""
+    if isinstance(value, dict):
+        out = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
+def _immutable(errors: list, field_path: str, new, old) -> None:
+    if _pruned(new) != _pruned(old):
+        errors.append((field_path, json.dumps(new, sort_keys=True)[:200], "field is immutable"))
+
+
+def _with_scheduling_from(template: dict, old_template: dict, node_affinity: bool) -> dict:
+    """`template` with old's pod labels/annotations/nodeSelector/tolerations/schedulingGates (what may change)."""
+    munged = copy.deepcopy(template or {})
+    for part, name in POD_SCHEDULING_DIRECTIVES:
+        value = ((old_template or {}).get(part) or {}).get(name)
+        munged.setdefault(part, {})
+        if value is None:
+            munged[part].pop(name, None)
+        else:
+            munged[part][name] = copy.deepcopy(value)
+    if node_affinity:
+        new_affinity = (munged.get("spec") or {}).get("affinity") or {}
+        old_affinity = copy.deepcopy(((old_template or {}).get("spec") or {}).get("affinity") or {})
+        if "nodeAffinity" in new_affinity:
+            old_affinity["nodeAffinity"] = new_affinity["nodeAffinity"]
+        else:
+            old_affinity.pop("nodeAffinity", None)
+        munged.setdefault("spec", {})["affinity"] = old_affinity
+    return munged
+
+
+def job_update_errors(old: dict, new: dict) -> list:
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors: list = []
+    indexed = spec.get("completionMode") == "Indexed"
+    if not indexed:
+        _immutable(errors, "spec.completions", spec.get("completions"), old_spec.get("completions"))
+    elif spec.get("completions") != old_spec.get("completions") and spec.get("completions") is not None \
+            and spec.get("completions") != spec.get("parallelism"):
+        errors.append(("spec.completions", json.dumps(spec.get("completions")),
+                       "can only be modified in tandem with spec.parallelism"))
+    _immutable(errors, "spec.selector", spec.get("selector"), old_spec.get("selector"))
+    never_started = old_spec.get("suspend") is True and not (old.get("status") or {}).get("startTime")
+    old_template = old_spec.get("template") or {}
+    template = spec.get("template") or {}
+    if never_started:
+        template = _with_scheduling_from(template, old_template, node_affinity=True)
+    _immutable(errors, "spec.template", template, old_template)
+    for name in JOB_IMMUTABLE[1:]:
+        _immutable(errors, f"spec.{name}", spec.get(name), old_spec.get(name))
+    return errors
+
+
+def jobset_update_errors(old: dict, new: dict) -> list:
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors: list = []
+    for name in JOBSET_CEL_IMMUTABLE:
+        _immutable(errors, f"spec.{name}", spec.get(name), old_spec.get(name))
+    replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
+    if old_spec.get("suspend") is True or spec.get("suspend") is True:
+        old_by_name = {rj.get("name"): rj for rj in old_spec.get("replicatedJobs") or []}
+        for rj in replicated:
+            if rj.get("name") in old_by_name:
+                job_spec = (rj.get("template") or {}).setdefault("spec", {})
+                old_job_spec = ((old_by_name[rj["name"]].get("template") or {}).get("spec") or {})
+                job_spec["template"] = _with_scheduling_from(job_spec.get("template"), old_job_spec.get("template"),
+                                                             node_affinity=False)
+    _immutable(errors, "spec.replicatedJobs", replicated, old_spec.get("replicatedJobs") or [])
+    _immutable(errors, "spec.managedBy", spec.get("managedBy"), old_spec.get("managedBy"))
+    return errors
+
+
+def update_refusal(res: "Resource", name: str, old: dict, new: dict) -> "ApiError | None":
+    """The 422 the real cluster answers to this update of a Job or JobSet, or None when it takes it."""
+    if res.group == "batch" and res.kind == "Job":
+        errors, prefix = job_update_errors(old, new), f'Job.batch "{name}" is invalid: '
+    elif res.group == "jobset.x-k8s.io" and res.kind == "JobSet":
+        errors = jobset_update_errors(old, new)
+        prefix = f'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "{name}" is invalid: '
+    else:
+        return None
+    if not errors:
+        return None
+    causes = [{"reason": "FieldValueInvalid", "message": f"Invalid value: {value}: {detail}", "field": path}
+              for path, value, detail in errors]
+    listed = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
+    message = prefix + (listed if len(causes) == 1 else f"[{listed}]")
+    return ApiError(422, "Invalid", message, {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -506,8 +624,9 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0"):
+                 ready: bool = True, kube_version: str = "v1.32.0", admission: bool = True):
         self.resources = list(resources or DEFAULT_RESOURCES)
+        self.admission = admission  # refuse updates of Jobs and JobSets as the real server does
         self.token = token
         self.ready = ready
         self.kube_version = kube_version
@@ -729,6 +848,9 @@ class KubeEmulator:
             obj.setdefault("metadata", {})["name"] = name
             if res.namespaced:
                 obj["metadata"]["namespace"] = ns
+            refusal = update_refusal(res, name, old, obj) if self.admission else None
+            if refusal is not None:
+                raise refusal
             obj = self._finish(res, obj, old)
             if dry_run:
                 return obj
