@@ -27,8 +27,10 @@ COMMANDS = {
     "install": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
     "upgrade": ({**_RELEASE, "-i": ("install_missing", "flag"), "--install": ("install_missing", "flag"),
-                 "--diff": ("show_diff", "flag"), **_SKIP},
-                {"install_missing": False, "show_diff": False, "skip_manifest_validation": False}),
+                 "--diff": ("show_diff", "flag"), "--recreate": ("recreate", "flag"), "--new-run": ("new_run", "flag"),
+                 **_SKIP},
+                {"install_missing": False, "show_diff": False, "skip_manifest_validation": False, "recreate": False,
+                 "new_run": False}),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
 _TARGETS = ("kubernetes", "slurm")

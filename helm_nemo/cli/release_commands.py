@@ -135,12 +135,20 @@ def lint(plans, extra, kube_version=None):
     return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
 
 
-def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False):
-    """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
-    installed release keeps its job timestamp)."""
+def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, recreate=False,
+            new_run=False):
+    """Upgrade the release(s) of a values or recipe file, in order (all validated and classified before the first
+    upgrade; an installed release keeps its job timestamp; one the cluster cannot change in place is recreated
+    with --recreate / --new-run, or nothing is done)."""
     from helm_nemo import secrets
-    from helm_nemo.actions import releases
+    from helm_nemo.actions import releases, upgrade as upgrading
 
+    if recreate and new_run:
+        from helm_nemo.user_errors import Problem, UserError
+        from helm_nemo.values.recipe import COMMAND_LINE
+
+        raise UserError(Problem(COMMAND_LINE, None, None, "$", "--recreate and --new-run exclude each other",
+                                hint="--recreate resumes the installed run; --new-run starts a new one"))
     helm = _helm()
     if show_diff:
         code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
@@ -148,8 +156,18 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
         if code == 2:
             _say("helm nemo: nothing was upgraded")
             return code
-    return validated(plans, helm, extra, skip_manifest_validation, upgrade=True) or \
-        releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
+    for plan in plans:
+        for warning in plan.warnings:
+            _say(f"warning: {warning}")
+        plan.warnings = []
+    pinned = upgrading.pinned_runs(plans)
+    code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True)
+    if code:
+        return code
+    hint = f"helm nemo upgrade {plans[0].values_flags()}{releases.namespace_flag(extra)}"
+    mode = upgrading.RECREATE if recreate else upgrading.NEW_RUN if new_run else None
+    return upgrading.upgrade(plans, helm, extra, mode=mode, install_missing=install_missing, validate=False,
+                             hint_command=hint, pinned=pinned, echo=_say)
 
 
 def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:

@@ -84,7 +84,13 @@ upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
     click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")(
         click.option("--diff", "show_diff", is_flag=True,
                      help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")(
-            _skip_validation_option(_release_command(run.upgrade))))))
+            click.option("--recreate", is_flag=True,
+                         help="A release the cluster cannot change in place (a running Job/JobSet's pods): uninstall "
+                              "and install it again as the same run (it resumes from its last checkpoint).")(
+                click.option("--new-run", is_flag=True,
+                             help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint "
+                                  "directories).")(
+                    _skip_validation_option(_release_command(run.upgrade))))))))
 uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
 status = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
     "--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
