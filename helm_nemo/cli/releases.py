@@ -1,5 +1,5 @@
-"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate, status
-(a values or recipe file -> release plans -> the real helm, or the Slurm target). What they do is in
+"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate
+(a values or recipe file -> release plans -> the real helm, or the Slurm target; status is in cli/observe.py). What they do is in
 cli/release_commands.py, which cli/direct.py also calls without click."""
 
 from __future__ import annotations
@@ -86,11 +86,6 @@ upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
                      help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")(
             _skip_validation_option(_release_command(run.upgrade))))))
 uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
-status = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
-    "--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
-    help="Only Slurm for now (Kubernetes: helm status / kubectl).")(_release_command(run.status))))
-
-
 @click.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
