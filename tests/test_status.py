@@ -328,7 +328,8 @@ def test_pending_in_kueue(cluster, values_file, why, message):
 def test_one_pod_oom_killed(cluster, values_file):
     oom_at = S.T0 + timedelta(hours=2, minutes=4)
     js = S.jobset(RELEASE, 4, conditions=[S.condition("Failed", reason="FailedJobs", message="jobset failed due to one "
-                                                      "or more job failures", at=oom_at + timedelta(minutes=10))])
+                                                      "or more job failures", at=oom_at + timedelta(minutes=10))],
+                  ready=0, active=0, failed=1)
     cluster.put(js)
     cluster.put(S.pod(RELEASE, 3, phase="Failed", statuses=[S.terminated("OOMKilled", 137, oom_at)]))
     cluster.write_log(S.NS, S.pod(RELEASE, 3)["metadata"]["name"], S.nemo2_log(5, 5000), at=S.T0)
@@ -339,9 +340,10 @@ def test_one_pod_oom_killed(cluster, values_file):
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 1, out
     first = out.splitlines()[0]
-    assert first.startswith(f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-3-abcde OOMKilled at 12:04, "
-                            "[default3]:[rank27]:"), out
-    assert first.endswith(" in rank 27")
+    message = SIGNATURE_EXCERPTS["nccl-timeout"].split("[Rank 27] ")[1]  # without the launcher's and logger's prefixes
+    assert first == (f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-3-abcde OOMKilled at 12:04, nccl-timeout: "
+                     f"{message[:99]}… in rank 27"), out
+    assert "STALLED" not in out and "ETA" not in out  # the run is over
     assert "JobSet llama-test: Failed (FailedJobs)" in out and "Error llama-test-workload-0-0-abcde and 2 more" in out
     assert "nccl-timeout (3 pod(s))" in out
 
@@ -388,3 +390,165 @@ def test_completed_and_not_found(cluster, values_file):
     code, out = nemo(cluster, "status", RELEASE)
     assert code == 0, out
     assert out.splitlines()[0] == f"{RELEASE} ({S.NS}): Completed at 19:00: 100 steps"
+
+
+def test_watch_lists_each_kind_once_per_refresh(cluster, values_file):
+    from helm_nemo.actions import status as action
+    from helm_nemo.kube import connect
+
+    put_running(cluster, 8, S.nemo2_log(50, 5000))
+    client = connect([], env=cluster.env)
+    screens = []
+    before = len(cluster.requests)
+    code = action.status([RELEASE], client, watch=True, interval=0.01, out=screens.append, tty=True, max_refreshes=3)
+    assert code == 0 and len(screens) == 3
+    assert all(screen.startswith(action.CLEAR + "helm nemo status") and "progress: [" in screen for screen in screens)
+    paths = [r.path for r in cluster.requests[before:]]
+    per_refresh = {p: paths.count(p) for p in set(paths)}
+    assert per_refresh == {f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{S.NS}/jobsets": 3,
+                           f"/apis/batch/v1/namespaces/{S.NS}/jobs": 3,
+                           f"/api/v1/namespaces/{S.NS}/pods": 3,
+                           f"/api/v1/namespaces/{S.NS}/persistentvolumeclaims": 3,
+                           f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{S.NS}/workloads": 3,
+                           f"/api/v1/namespaces/{S.NS}/events": 3,
+                           f"/api/v1/namespaces/{S.NS}/pods/{S.pod(RELEASE, 0)['metadata']['name']}/log": 3}
+    log_queries = [r.query for r in cluster.requests[before:] if r.path.endswith("/log")]
+    assert all(q["tailLines"] == "2000" and q["container"] == "workload" for q in log_queries)
+
+
+def test_watch_ends_when_the_run_is_over(cluster, values_file):
+    cluster.put(S.jobset(RELEASE, 1, conditions=[S.condition("Completed")], ready=0, active=0, succeeded=1))
+    code, out = nemo(cluster, "status", RELEASE, "--watch", "--interval", "1")
+    assert code == 0 and out.count("helm nemo status") == 1 and ": Completed" in out
+
+
+def test_suspended_without_kueue_and_releases_without_a_job():
+    from helm_nemo.status.cluster import ReleaseStatus
+    from helm_nemo.status.verdict import exit_code, verdict
+
+    suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
+    assert (verdict(suspended).state, verdict(suspended).line) == ("Suspended", "Suspended (spec.suspend)")
+    storage = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Bound"})
+    assert verdict(storage).line == "Ready: 1 claim(s) bound"
+    unbound = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Pending"})
+    assert verdict(unbound).line == "Pending: claim(s) r-ckpt not bound"
+    supervisor = ReleaseStatus("r-sup", S.NS, pods=objects.summarize_pods([S.pod("r-sup", 0)]))
+    assert verdict(supervisor).line == "Ready: 1/1 pods ready"
+    starting = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2)),
+                             pods=objects.summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]))
+    assert verdict(starting).line == "Pending: 1/2 pods running (1 Running, 1 Pending)"
+    running = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 1)),
+                            pods=objects.summarize_pods([S.pod("r", 0)]))
+    assert verdict(running).line == "Running: 1/1 pods, no training step in the log yet"
+    assert exit_code([verdict(storage), verdict(ReleaseStatus("x", S.NS))]) == 3
+    assert exit_code([verdict(ReleaseStatus("x", S.NS)), verdict(suspended)]) == 3
+
+
+@pytest.mark.parametrize("waiting, reason, words", [
+    ({"reason": "CreateContainerConfigError", "message": 'secret "hf-token" not found'}, "CreateContainerConfigError",
+     "the container's configuration is wrong (a missing Secret or ConfigMap?): secret \"hf-token\" not found"),
+    ({"reason": "ErrImagePull", "message": "rpc error: code = NotFound desc = failed to pull and unpack image"},
+     "ErrImagePull", "cannot pull the image: rpc error: code = NotFound desc = failed to pull and unpack image"),
+])
+def test_more_waiting_reasons(waiting, reason, words):
+    pod = S.pod(RELEASE, 0, phase="Pending", statuses=[{"name": "workload", "ready": False, "state": {"waiting": waiting}}])
+    assert (objects.pod_problem(pod).reason, objects.pod_problem(pod).words) == (reason, words)
+
+
+def test_scheduling_gated_by_kueue_topology():
+    pod = S.pod(RELEASE, 0, phase="Pending", statuses=[], node=False,
+                conditions=[S.condition("PodScheduled", "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")])
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+    problem = objects.pod_problem(pod)
+    assert (problem.reason, problem.words, problem.fatal) == ("SchedulingGated",
+                                                              "waiting for scheduling gate(s) kueue.x-k8s.io/topology", False)
+
+
+def test_evicted_pod_fails_the_run(cluster, values_file):
+    cluster.put(S.jobset(RELEASE, 2))
+    cluster.put(S.pod(RELEASE, 0))
+    cluster.put(S.pod(RELEASE, 1, phase="Failed", statuses=[], reason="Evicted",
+                      message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."))
+    code, out = nemo(cluster, "status", RELEASE)
+    assert code == 1
+    assert out.splitlines()[0].startswith(f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-1-abcde evicted: "
+                                          "The node was low on resource: memory.")
+
+
+def test_crash_loop_reads_the_previous_container(cluster):
+    cluster.put(S.jobset(RELEASE, 1))
+    cluster.put(S.pod(RELEASE, 0, statuses=[S.terminated("Error", 1, S.T0, restarts=3, state="crash")]))
+    name = S.pod(RELEASE, 0)["metadata"]["name"]
+    cluster.write_log(S.NS, name, "starting again\n")
+    cluster.write_log(S.NS, name, SIGNATURE_EXCERPTS["python-traceback"] + "\n", previous=True)
+    code, out = nemo(cluster, "status", RELEASE)
+    assert code == 1
+    assert out.splitlines()[0] == (f"{RELEASE} ({S.NS}): Failed: pod {name} CrashLoopBackOff (the container keeps "
+                                   "crashing (restarted 3x; last: exit code 1)) at 10:00, python-traceback: KeyError: "
+                                   "'model.tokenizer' in rank 0")
+    log_queries = [r.query for r in cluster.requests if r.path.endswith("/log")]
+    assert {"previous": "true", "container": "workload", "tailLines": "300", "timestamps": "true"} in log_queries
+
+
+# ---- helm nemo logs
+
+
+def test_logs_of_a_rank_and_of_a_pod(cluster, values_file):
+    put_running(cluster, 3, "rank zero\n")
+    cluster.write_log(S.NS, S.pod(RELEASE, 2)["metadata"]["name"], "rank two\nsecond line\n")
+    code, out = nemo(cluster, "logs", "--values", str(values_file))
+    assert (code, out) == (0, f"==> {RELEASE}-workload-0-0-abcde (workload) <==\nrank zero\n")
+    code, out = nemo(cluster, "logs", RELEASE, "--rank", "2", "--tail", "1")
+    assert (code, out.splitlines()[-1]) == (0, "second line")
+    code, out = nemo(cluster, "logs", RELEASE, "--pod", S.pod(RELEASE, 2)["metadata"]["name"])
+    assert out.endswith("rank two\nsecond line\n")
+    code, out = nemo(cluster, "logs", RELEASE, "--rank", "7")
+    assert (code, out.strip()) == (3, "helm nemo logs: no pod of rank 7 (ranks: 0, 1, 2)")
+
+
+def test_logs_follow_streams_until_the_container_ends(cluster):
+    put_running(cluster, 1, "first\n")
+    name = S.pod(RELEASE, 0)["metadata"]["name"]
+
+    def later():
+        time.sleep(0.4)
+        cluster.write_log(S.NS, name, "second\n", close=True)
+
+    threading.Thread(target=later, daemon=True).start()
+    code, out = nemo(cluster, "logs", RELEASE, "-f")
+    assert (code, out.splitlines()[1:]) == (0, ["first", "second"])
+    assert [r.query.get("follow") for r in cluster.requests if r.path.endswith("/log")] == ["true"]
+
+
+def test_logs_errors_groups_signatures_of_every_pod(cluster):
+    cluster.put(S.jobset(RELEASE, 3))
+    for index, sig in enumerate(("cuda-oom", "nccl-error", "nccl-error")):
+        cluster.put(S.pod(RELEASE, index))
+        cluster.write_log(S.NS, S.pod(RELEASE, index)["metadata"]["name"],
+                          S.nemo2_log(3, 10) + SIGNATURE_EXCERPTS[sig] + "\n", at=S.T0 + timedelta(minutes=index))
+    code, out = nemo(cluster, "logs", RELEASE, "--errors")
+    assert code == 1
+    assert out.splitlines()[0] == "2 failure signature(s) in the last 500 lines of 3 pod(s), first seen first:"
+    assert out.index("cuda-oom: CUDA out of memory") < out.index("nccl-error: NCCL error")
+    assert "  2 line(s) in 2 pod(s): llama-test-workload-0-1-abcde, llama-test-workload-0-2-abcde" in out
+    data = json.loads(nemo(cluster, "logs", RELEASE, "--errors", "-o", "json")[1])
+    assert [(g["signature"], g["count"]) for g in data["signatures"]] == [("cuda-oom", 1), ("nccl-error", 2)]
+    cluster.write_log(S.NS, "nothing", "")
+    healthy_code, healthy = nemo(cluster, "logs", "other-release", "--errors")
+    assert healthy_code == 3
+
+
+# ---- bad input: exit 2, one screen, no traceback
+
+
+def test_bad_input(cluster, tmp_path):
+    code, out = nemo(cluster, "status")
+    assert code == 2 and "name a release or give --values FILE" in out and "Traceback" not in out
+    code, out = nemo(cluster, "logs", "-f", "values.yaml")
+    assert code == 2 and "-f means --follow" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("release: Not_A_Name\n")
+    code, out = nemo(cluster, "status", "--values", str(bad))
+    assert code == 2 and f"{bad}:1:1: $.release: release name 'Not_A_Name'" in out and "Traceback" not in out
+    code, out = nemo(cluster, "status", RELEASE, "--kube-context", "nowhere")
+    assert code == 2 and "context 'nowhere' not found" in out

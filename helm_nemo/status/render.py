@@ -27,7 +27,7 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
             continue
         work = status.workload
         if work is not None:
-            restarts = f", restarts {work.restarts}" + (f"/{work.max_restarts}" if work.max_restarts is not None else "")
+            restarts = f", {work.restarts} restart(s)" + (f" of {work.max_restarts} allowed" if work.max_restarts is not None else "")
             state = work.state + (f" ({work.reason})" if work.reason else "")
             lines.append(f"  {work.kind} {work.name}: {state}{restarts if work.kind == 'JobSet' else ''}")
             for job in work.jobs:

@@ -16,6 +16,7 @@ States, in the order they are decided:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from helm_nemo.status.cluster import ReleaseStatus
@@ -83,10 +84,21 @@ def _first_failure(status: ReleaseStatus) -> str:
     if status.hits:
         from helm_nemo.status.signatures import group as group_hits
 
-        first = group_hits(status.hits)[0].first
+        found = group_hits(status.hits)[0]
+        first = found.first
         where = f" in rank {first.rank}" if first.rank else f" in {first.pod}"
-        words.append(f"{first.text[:120]}{where}")
+        words.append(f"{found.signature.id}: {core(first.text)}{where}")
     return ", ".join(words)
+
+
+_LINE_PREFIX = re.compile(r"^(\s*\[[^\]]*\]:?)+\s*|^\S+:\d+:\d+ \[\d+\] ")
+
+
+def core(line: str, width: int = 100) -> str:
+    """A log line without its launcher/logger prefixes (`[default3]:[rank27]:[E1125 12:04:11 X.cpp:616]`),
+    cut to `width` characters."""
+    text = _LINE_PREFIX.sub("", line).strip() or line.strip()
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def verdict(status: ReleaseStatus) -> Verdict:
