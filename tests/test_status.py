@@ -552,3 +552,17 @@ def test_bad_input(cluster, tmp_path):
     assert code == 2 and f"{bad}:1:1: $.release: release name 'Not_A_Name'" in out and "Traceback" not in out
     code, out = nemo(cluster, "status", RELEASE, "--kube-context", "nowhere")
     assert code == 2 and "context 'nowhere' not found" in out
+
+
+def test_slurm_status_reads_progress_from_the_job_log(tmp_path):
+    from helm_nemo.targets import slurm_jobs
+
+    log = tmp_path / "log-gpt3_126m_7.out"
+    log.write_text("x" * (slurm_jobs.LOG_TAIL_BYTES + 10) + "\n" + S.nemo2_log(30, 100))
+    lines = []
+    slurm_jobs._progress_line(str(log), lines.append)
+    found = progress(S.nemo2_log(30, 100))
+    assert lines == [f"  training: step 30/100, {found.step_time_s:.4g} s/step (steps 10–29), "
+                     f"ETA {int(round(70 * found.step_time_s)) // 60} m {int(round(70 * found.step_time_s)) % 60:02d} s (nemo2 log)"]
+    slurm_jobs._progress_line(str(tmp_path / "missing.out"), lines.append)
+    assert len(lines) == 1
