@@ -30,6 +30,8 @@ FAILED_PODS_READ = 4  # the first pods to fail: the cause is almost always in on
 
 @dataclass
 class ReleaseStatus:
+    """Everything status found about one release."""
+
     release: str
     namespace: str
     workload: objects.WorkloadState | None = None

@@ -55,6 +55,8 @@ def clock(text: str | None) -> str:
 
 @dataclass
 class Condition:
+    """One entry of status.conditions."""
+
     type: str
     status: str
     reason: str = ""
@@ -87,6 +89,8 @@ def _one_line(text: str) -> str:
 
 @dataclass
 class ReplicatedJob:
+    """One replicated job of a JobSet (a Job: itself), with its pod counts."""
+
     name: str
     replicas: int
     ready: int = 0
@@ -403,6 +407,8 @@ class ProblemGroup:
 
 @dataclass
 class PodSummary:
+    """The pods of a release: counts by phase, ready, restarts, and the unhealthy ones grouped."""
+
     total: int = 0
     phases: dict[str, int] = field(default_factory=dict)
     ready: int = 0
@@ -464,6 +470,8 @@ def summarize_pods(pods: list[dict], workload_container: str = "workload") -> Po
 
 @dataclass
 class EventLine:
+    """A Warning event (or several merged), as one line."""
+
     at: str
     kind: str
     name: str

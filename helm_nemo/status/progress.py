@@ -60,6 +60,8 @@ def run_inputs(values_file: str | None, release: str | None = None) -> RunInputs
 
 @dataclass
 class Progress:
+    """What the rank-0 log says about the training: steps, speed, ETA, stall."""
+
     format: str
     last_step: int  # 0-based, as helm nemo metrics counts
     max_steps: int | None = None

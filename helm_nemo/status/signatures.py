@@ -19,6 +19,8 @@ _PREFIX = re.compile(r"^(\[default\d+\]:|\S+:\d+:\d+ \[\d+\] )")
 
 @dataclass(frozen=True)
 class Signature:
+    """A known failure line (signatures.yaml)."""
+
     id: str
     title: str
     pattern: re.Pattern
@@ -38,6 +40,8 @@ def signatures() -> tuple[Signature, ...]:
 
 @dataclass
 class Hit:
+    """One signature found in one log line."""
+
     signature: Signature
     pod: str
     line: int  # line number in the text scanned (the log's tail)
@@ -103,6 +107,8 @@ def _exception_line(lines: list[str], start: int, first: str) -> tuple[str, int]
 
 @dataclass
 class Group:
+    """The hits of one signature, over every pod."""
+
     signature: Signature
     hits: list[Hit] = field(default_factory=list)
 

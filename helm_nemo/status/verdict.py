@@ -29,6 +29,8 @@ FAILED_STATES = ("Failed", "Stalled")
 
 @dataclass
 class Verdict:
+    """The state of a release and its one-line verdict."""
+
     state: str
     line: str
 
