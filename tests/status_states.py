@@ -24,8 +24,8 @@ def jobset(name: str, nodes: int, *, uid: str = "uid-1", conditions=(), suspend=
             "spec": {"suspend": suspend, "failurePolicy": {"maxRestarts": max_restarts}, "replicatedJobs": [
                 {"name": "workload", "replicas": 1, "template": {"spec": {"parallelism": nodes, "completions": nodes}}}]},
             "status": {"restarts": restarts, "conditions": list(conditions), "replicatedJobsStatus": [
-                {"name": "workload", "ready": nodes if ready is None else ready,
-                 "active": nodes if active is None else active, "succeeded": succeeded, "failed": failed,
+                {"name": "workload", "ready": 1 if ready is None else ready,  # JobSet counts its jobs (1 here)
+                 "active": 1 if active is None else active, "succeeded": succeeded, "failed": failed,
                  "suspended": 1 if suspend else 0}]}}
 
 

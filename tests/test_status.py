@@ -329,7 +329,7 @@ def test_one_pod_oom_killed(cluster, values_file):
     oom_at = S.T0 + timedelta(hours=2, minutes=4)
     js = S.jobset(RELEASE, 4, conditions=[S.condition("Failed", reason="FailedJobs", message="jobset failed due to one "
                                                       "or more job failures", at=oom_at + timedelta(minutes=10))],
-                  ready=0, active=0, failed=1)
+                  ready=0, active=0, failed=1)  # its one job failed
     cluster.put(js)
     cluster.put(S.pod(RELEASE, 3, phase="Failed", statuses=[S.terminated("OOMKilled", 137, oom_at)]))
     cluster.write_log(S.NS, S.pod(RELEASE, 3)["metadata"]["name"], S.nemo2_log(5, 5000), at=S.T0)
@@ -566,3 +566,60 @@ def test_slurm_status_reads_progress_from_the_job_log(tmp_path):
                      f"ETA {int(round(70 * found.step_time_s)) // 60} m {int(round(70 * found.step_time_s)) % 60:02d} s (nemo2 log)"]
     slurm_jobs._progress_line(str(tmp_path / "missing.out"), lines.append)
     assert len(lines) == 1
+
+
+# ---- a recipe installed by the real helm, then its pods: the charts' labels are what status selects by
+
+
+def test_status_of_an_installed_recipe(helm, kube, tmp_path):
+    """`helm nemo install` of seed 001's recipe (real helm) into the emulator; then what the controllers
+    would add: Kueue admits and unsuspends the JobSet, its 54 pods run (labels from the rendered template),
+    the supervisor's Deployment and DaemonSet have pods. status --values sees the three releases."""
+    import subprocess
+    import sys
+
+    from conftest import cluster_env
+
+    root = Path(__file__).resolve().parent.parent
+    recipe = root / "values/examples/a3ultra-405b.yaml"
+    env = {**cluster_env(helm.env, kube, tmp_path), "HELM_BIN": str(helm.binary), "GCS_BUCKET": "bkt-ckpt",
+           "KUEUE_NAME": "a3-ultra", "PROJECT_ID": "proj-1234"}
+    installed = subprocess.run([sys.executable, "-m", "helm_nemo", "install", "--values", str(recipe), "-n", S.NS],
+                               env=env, cwd=root, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    jobset = kube.get("JobSet", "llama31-405b", S.NS)
+    jobset["spec"]["suspend"] = False  # Kueue admitted it
+    jobset = kube.replace(kube.resource("JobSet"), S.NS, "llama31-405b", jobset)
+    kube.put(S.workload(jobset, [S.condition("QuotaReserved"), S.condition("Admitted")], admitted_by="a3-ultra-cq"))
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    for index in range(54):
+        pod = S.pod("llama31-405b", index, suffix=f"{index:05x}")
+        pod["metadata"]["labels"] = {**template["metadata"]["labels"], **{k: v for k, v in pod["metadata"]["labels"].items()
+                                                                          if k.startswith(("jobset", "batch"))}}
+        pod["spec"] = {**template["spec"], "nodeName": f"gke-a3u-{index:03d}"}
+        kube.put(pod)
+    rank0 = f"llama31-405b-workload-0-0-{0:05x}"
+    log = S.nemo2_log(1234, 5000)
+    kube.write_log(S.NS, rank0, log, at=datetime.now(timezone.utc) - timedelta(seconds=log.count("\n")), step_s=1.0)
+    for kind in ("Deployment", "DaemonSet"):
+        for index, owner in enumerate(kube.objects(kind, S.NS)):
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{owner['metadata']['name']}-{index}", "namespace": S.NS,
+                                "labels": owner["spec"]["template"]["metadata"]["labels"]},
+                   "spec": owner["spec"]["template"]["spec"],
+                   "status": {"phase": "Running", "containerStatuses": [
+                       {"name": c["name"], "ready": True, "restartCount": 0, "state": {"running": {}}}
+                       for c in owner["spec"]["template"]["spec"]["containers"]]}}
+            kube.put(pod)
+    proc = subprocess.run([sys.executable, "-m", "helm_nemo", "status", "--values", str(recipe), "-n", S.NS],
+                          env=env, cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    firsts = [block.splitlines()[0] for block in proc.stdout.strip().split("\n\n")]
+    supervisors = len(kube.objects("Deployment", S.NS)) + len(kube.objects("DaemonSet", S.NS))
+    assert firsts[0] == f"llama31-405b-supervisor ({S.NS}): Ready: {supervisors}/{supervisors} pods ready"
+    assert firsts[1] == f"llama31-405b-storage ({S.NS}): Ready: 1 claim(s) bound"
+    found = progress(log, run_inputs(str(recipe)))
+    assert found.tokens_per_s is None and found.mfu is None  # the recipe states no global batch size
+    assert firsts[2] == f"llama31-405b ({S.NS}): Running 1234/5000 steps, {found.step_time_s:.3g} s/step, ETA 4 h 23 m"
+    assert "no TFLOPS/MFU: the global batch size is not known" in proc.stdout  # the recipe's values state none
+    print(proc.stdout)

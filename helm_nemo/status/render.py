@@ -31,8 +31,13 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
             state = work.state + (f" ({work.reason})" if work.reason else "")
             lines.append(f"  {work.kind} {work.name}: {state}{restarts if work.kind == 'JobSet' else ''}")
             for job in work.jobs:
-                lines.append(f"    {job.name}: {job.ready} ready, {job.active} active, {job.succeeded} succeeded, "
-                             f"{job.failed} failed" + (f", {job.suspended} suspended" if job.suspended else ""))
+                if work.kind == "JobSet":  # the JobSet counts jobs; a Job counts pods
+                    lines.append(f"    replicated job {job.name} ({job.replicas} job(s)): {job.ready} ready, {job.active} "
+                                 f"active, {job.succeeded} succeeded, {job.failed} failed"
+                                 + (f", {job.suspended} suspended" if job.suspended else ""))
+                else:
+                    lines.append(f"    pods: {job.ready} ready, {job.active} active, {job.succeeded} succeeded, "
+                                 f"{job.failed} failed")
             if work.state == "Failed" and work.message:
                 lines.append(f"    {work.message[:300]}")
         if status.kueue is not None:
