@@ -426,8 +426,16 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     from helm_nemo.status.cluster import ReleaseStatus
     from helm_nemo.status.verdict import exit_code, verdict
 
-    suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
+    plain = S.jobset("r", 2, suspend=True)
+    del plain["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(plain))
     assert (verdict(suspended).state, verdict(suspended).line) == ("Suspended", "Suspended (spec.suspend)")
+    no_workload = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
+    assert verdict(no_workload).line == ("Queued: no Kueue Workload yet for queue a3-ultra (is Kueue running, and the "
+                                         f"LocalQueue a3-ultra in namespace {S.NS}?)")
+    restarted = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
+                              pods=objects.summarize_pods([S.pod("r", 0)]))
+    assert verdict(restarted).line == "Running: 1/1 pods, no training step in the log yet (the set restarted 2x)"
     storage = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Bound"})
     assert verdict(storage).line == "Ready: 1 claim(s) bound"
     unbound = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Pending"})
@@ -623,3 +631,13 @@ def test_status_of_an_installed_recipe(helm, kube, tmp_path):
     assert firsts[2] == f"llama31-405b ({S.NS}): Running 1234/5000 steps, {found.step_time_s:.3g} s/step, ETA 4 h 23 m"
     assert "no TFLOPS/MFU: the global batch size is not known" in proc.stdout  # the recipe's values state none
     print(proc.stdout)
+
+
+def test_docs_list_every_signature_state_and_reason():
+    text = (Path(__file__).resolve().parent.parent / "docs/status.md").read_text()
+    for sig in signatures.signatures():
+        assert f"| `{sig.id}` |" in text
+    for state in ("NotFound", "Completed", "Failed", "Stalled", "Queued", "Suspended", "Pending", "Running", "Ready"):
+        assert f"| `{state}` |" in text
+    for reason in [*objects.WAITING_FAILURES, "FailedScheduling", "SchedulingGated", "OOMKilled", "Evicted", "Error"]:
+        assert f"`{reason}`" in text

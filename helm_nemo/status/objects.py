@@ -116,6 +116,7 @@ class WorkloadState:
     pods_expected: int = 0  # pods the workload runs at once (parallelism x replicas)
     jobs: list[ReplicatedJob] = field(default_factory=list)
     created: str = ""
+    queue: str = ""  # the kueue.x-k8s.io/queue-name label: Kueue should create a Workload
 
     def as_json(self) -> dict:
         return {"kind": self.kind, "name": self.name, "state": self.state, "reason": self.reason,
@@ -131,7 +132,8 @@ def workload_state(obj: dict) -> WorkloadState:
     status = obj.get("status") or {}
     conds = conditions(obj)
     kind = obj.get("kind", "")
-    out = WorkloadState(kind, meta.get("name", ""), meta.get("uid", ""), "Active", created=meta.get("creationTimestamp", ""))
+    out = WorkloadState(kind, meta.get("name", ""), meta.get("uid", ""), "Active", created=meta.get("creationTimestamp", ""),
+                        queue=(meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""))
     if kind == "JobSet":
         out.restarts = int(status.get("restarts") or 0)
         max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")

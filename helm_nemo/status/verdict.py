@@ -125,6 +125,9 @@ def verdict(status: ReleaseStatus) -> Verdict:
     if work is not None and work.state == "Suspended":
         if kueue is not None and kueue.state != "admitted":
             return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
+        if work.queue:
+            return Verdict("Queued", f"Queued: no Kueue Workload yet for queue {work.queue} (is Kueue running, and "
+                                     f"the LocalQueue {work.queue} in namespace {status.namespace}?)")
         return Verdict("Suspended", "Suspended" + (f": {work.message}" if work.message else " (spec.suspend)"))
     if work is not None and kueue is not None and kueue.state == "pending" and pods.total == 0:
         return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
@@ -146,9 +149,10 @@ def verdict(status: ReleaseStatus) -> Verdict:
         return Verdict("Pending", f"Pending: {pods.ready}/{pods.total} pods ready ({pods.counts()})")
     if running < expected:
         return Verdict("Pending", f"Pending: {running}/{expected} pods running ({pods.counts()})")
+    restarted = f" (the set restarted {work.restarts}x)" if work.restarts else ""
     if p is not None:
-        return Verdict("Running", f"Running {figures(status)}")
-    return Verdict("Running", f"Running: {running}/{expected} pods, no training step in the log yet")
+        return Verdict("Running", f"Running {figures(status)}{restarted}")
+    return Verdict("Running", f"Running: {running}/{expected} pods, no training step in the log yet{restarted}")
 
 
 def exit_code(verdicts: list[Verdict]) -> int:
