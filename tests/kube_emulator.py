@@ -92,7 +92,32 @@ DEFAULT_RESOURCES = [
     _r("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
     _r("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains"),
     _r("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
+    # What preflight reads (a cluster's nodes, add-ons and their CRDs); tests drop some to make a
+    # cluster without them (KubeEmulator(resources=without(...))).
+    _r("v1", "Node", "nodes", namespaced=False),
+    _r("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    _r("storage.k8s.io/v1", "CSIDriver", "csidrivers", namespaced=False),
+    _r("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
+    _r("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
+    _r("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", namespaced=False),
+    _r("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "resourceflavors", namespaced=False),
+    _r("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False),
+    _r("networking.gke.io/v1", "Network", "networks", namespaced=False),
+    _r("networking.gke.io/v1", "GKENetworkParamSet", "gkenetworkparamsets", namespaced=False),
+    _r("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False),
+    _r("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
+    _r("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
 ]
+
+# Virtual resources: POST-only, answered, never stored (authorization.k8s.io).
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def without(*kinds_or_groups: str, resources: list[Resource] | None = None) -> list[Resource]:
+    """The default resources minus some kinds or whole groups (`"JobSet"`, `"kueue.x-k8s.io"`): a cluster
+    where that API is not served (its CRD not installed)."""
+    return [r for r in (resources or DEFAULT_RESOURCES)
+            if r.kind not in kinds_or_groups and r.group not in kinds_or_groups]
 
 
 class ApiError(Exception):
@@ -457,6 +482,7 @@ class Request:
     path: str
     query: dict = field(default_factory=dict, compare=False, hash=False)
     content_type: str = ""
+    user: str | None = field(default=None, compare=False, hash=False)  # who authenticated (token or cert CN)
 
 
 # The reason a real API server gives with each code (k8s.io/apimachinery/pkg/api/errors).
@@ -493,6 +519,45 @@ class Fault:
         return ApiError(self.status, self.reason, self.message)
 
 
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files for an HTTPS emulator: its certificate and key, the CA that signed them (what a
+    kubeconfig's certificate-authority-data holds), and the CA client certificates must be signed by."""
+    cert: str
+    key: str
+    ca: str
+    client_ca: str | None = None
+
+
+def make_tls(folder: Path, client_names: tuple[str, ...] = ("alice",)) -> tuple[TLSFiles, dict[str, tuple[str, str]]]:
+    """A CA, a server certificate for 127.0.0.1 / localhost signed by it, and a client certificate (+ key)
+    per name (CN = user name), with the openssl command line. Returns (TLSFiles, {name: (cert, key)})."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str, stdin: str | None = None) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, text=True, input=stdin)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=emulator-ca")
+    (folder / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default\n"
+                                       "extendedKeyUsage=serverAuth\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+    (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    clients = {}
+    for name in client_names:
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/O=system:masters/CN={name}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", "client.ext")
+        clients[name] = (str(folder / f"{name}.crt"), str(folder / f"{name}.key"))
+    ca = str(folder / "ca.crt")
+    return TLSFiles(str(folder / "server.crt"), str(folder / "server.key"), ca, ca), clients
+
+
 @dataclass
 class _Event:
     rv: int
@@ -505,9 +570,18 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0"):
+                 ready: bool = True, kube_version: str = "v1.32.0", tls: "TLSFiles | None" = None):
         self.resources = list(resources or DEFAULT_RESOURCES)
         self.token = token
+        # HTTPS (a real handshake: server certificate, optional client certificates signed by tls.client_ca);
+        # then every request must authenticate, with the token or a client certificate (user = its CN).
+        self.tls = tls
+        # SelfSubjectAccessReview: (verb, group, resource, namespace) patterns ("*" matches all) denied to
+        # everyone; anything else is allowed. `deny("create", "", "secrets")` makes helm's release record
+        # impossible to write, as a namespace-scoped RoleBinding without secrets would.
+        self.denied: list[tuple[str, str, str, str]] = []
+        self.reviews: list[dict] = []  # the SelfSubjectAccessReviews asked, in order
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log text (pods/NAME/log)
         self.ready = ready
         self.kube_version = kube_version
         self.requests: list[Request] = []
@@ -526,7 +600,7 @@ class KubeEmulator:
     def url(self) -> str:
         assert self._server, "not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> "KubeEmulator":
         emulator = self
@@ -535,6 +609,18 @@ class KubeEmulator:
             kube = emulator
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.tls.cert, self.tls.key)
+            if self.tls.client_ca:
+                context.load_verify_locations(self.tls.client_ca)
+                context.verify_mode = ssl.CERT_OPTIONAL
+            # The handshake runs in the request's thread (do_handshake_on_connect=False): a client that
+            # never completes it cannot block the accept loop.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="kube-emulator", daemon=True)
@@ -563,12 +649,20 @@ class KubeEmulator:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig for this server (JSON is YAML), context `emulator`, insecure, bearer token."""
+    def kubeconfig(self, path: Path, namespace: str = "default", user: dict | None = None) -> Path:
+        """A kubeconfig for this server (JSON is YAML), context `emulator`, bearer token (or `user`); over
+        TLS with the CA's certificate as certificate-authority-data, else insecure."""
+        import base64
+
+        cluster: dict = {"server": self.url}
+        if self.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(Path(self.tls.ca).read_bytes()).decode()
+        else:
+            cluster["insecure-skip-tls-verify"] = True
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
-            "clusters": [{"name": "emulator", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
-            "users": [{"name": "emulator", "user": {"token": self.token or "none"}}],
+            "clusters": [{"name": "emulator", "cluster": cluster}],
+            "users": [{"name": "emulator", "user": user or {"token": self.token or "none"}}],
             "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}],
         }
         path.write_text(json.dumps(config, indent=2))
@@ -611,6 +705,28 @@ class KubeEmulator:
         res = self.resource(obj["kind"], obj.get("apiVersion"))
         ns = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
         return self.create(res, ns, obj)
+
+    # ---- authorization
+    def deny(self, verb: str = "*", group: str = "*", resource: str = "*", namespace: str = "*") -> None:
+        """SelfSubjectAccessReviews matching this (verb, group, resource plural, namespace) answer
+        allowed: false (the emulator itself still serves the request: authorization is only reported)."""
+        with self._cond:
+            self.denied.append((verb, group, resource, namespace))
+
+    def review(self, body: dict, user: str | None) -> dict:
+        """A SelfSubjectAccessReview's answer, as the API server returns it (spec echoed, status filled)."""
+        if body.get("kind") != "SelfSubjectAccessReview" or not isinstance(body.get("spec"), dict):
+            raise ApiError(400, "BadRequest", "expected a SelfSubjectAccessReview with a spec")
+        attrs = body["spec"].get("resourceAttributes") or {}
+        asked = (attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""), attrs.get("namespace", ""))
+        with self._cond:
+            self.reviews.append(dict(attrs))
+            denied = any(all(p == "*" or p == a for p, a in zip(rule, asked)) for rule in self.denied)
+        status = {"allowed": not denied}
+        if denied:
+            status["reason"] = f'RBAC: no role of user "{user}" allows {asked[0]} on {asked[2]}'
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": body["spec"], "status": status}
 
     # ---- fault injection
     def fail_next(self, method: str | tuple[str, ...] | None = None, kind: str | None = None, *,
@@ -782,11 +898,29 @@ class KubeEmulator:
             self.create(rs_res, meta["namespace"], rs)
 
     def list(self, res: Resource, ns: str | None, query: dict) -> dict:
+        """A list, in (namespace, name) order as etcd keys sort; `limit` + `continue` page it like the API
+        server: the answer's metadata.continue (opaque: here base64 of the last key) and
+        remainingItemCount while more remain; an unreadable continue token is a 400."""
+        import base64
+
         with self._cond:
-            items = [copy.deepcopy(o) for (ons, _), o in sorted(self._store[res].items())
-                     if (ns is None or ons == ns) and self._selected(o, query)]
-            return {"kind": f"{res.kind}List", "apiVersion": res.group_version,
-                    "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+            keys = sorted(k for k, o in self._store[res].items()
+                          if (ns is None or k[0] == ns) and self._selected(o, query))
+            token = query.get("continue")
+            if token:
+                try:
+                    after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
+                except ValueError:
+                    raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data")
+                keys = [k for k in keys if k > after]
+            limit = int(query.get("limit") or 0)
+            meta: dict[str, Any] = {"resourceVersion": str(self._rv)}
+            if limit and len(keys) > limit:
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(list(keys[limit - 1])).encode()).decode()
+                meta["remainingItemCount"] = len(keys) - limit
+                keys = keys[:limit]
+            items = [copy.deepcopy(self._store[res][k]) for k in keys]
+            return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta, "items": items}
 
     @staticmethod
     def _selected(obj: dict, query: dict) -> bool:
@@ -876,12 +1010,17 @@ class KubeEmulator:
                 versions = groups.setdefault(res.group, [])
                 if res.version not in versions:
                     versions.append(res.version)
+        groups.setdefault("authorization.k8s.io", ["v1"])
         if path == "/apis":
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
                 {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
                  "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
                 for g, vs in sorted(groups.items())]}
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):] if path.startswith("/apis/") else None
+        if gv == "authorization.k8s.io/v1":
+            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": False,
+                 "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]}
         if gv and (gv == "v1" or gv.count("/") == 1):
             listed = [r for r in self.resources if r.group_version == gv]
             if not listed:
@@ -955,6 +1094,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.kube._sockets.add(self.connection)
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (OSError, ValueError):  # a TLS handshake the client broke off (an unknown CA), a reset
+            self.close_connection = True
+
     def finish(self) -> None:
         try:
             super().finish()
@@ -988,14 +1133,22 @@ class _Handler(BaseHTTPRequestHandler):
         path = split.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         content_type = self.headers.get("Content-Type", "")
-        request = Request(self.command, path, query, content_type)
+        kube = self.kube
+        auth = self.headers.get("Authorization")
+        user = "emulator" if kube.token and auth == f"Bearer {kube.token}" else None
+        if user is None and kube.tls:
+            peer = self.connection.getpeercert() or {}
+            user = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"), None)
+        request = Request(self.command, path, query, content_type, user)
         self.kube.requests.append(request)
         body = self._body()
-        kube = self.kube
         try:
-            auth = self.headers.get("Authorization")
             if auth is not None and kube.token and auth != f"Bearer {kube.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")  # a wrong token; helm sends none over http
+            if kube.tls and user is None:
+                raise ApiError(401, "Unauthorized", "Unauthorized")  # over TLS: a token or a client certificate
+            if self.command == "POST" and path == SSAR_PATH:
+                return self._send(201, kube.review(self._decode(body), user))
             if self.command == "GET":
                 if path == "/openapi/v2":
                     return self._send(200, b"", OPENAPI_V2_PB)  # an empty openapi_v2.Document
@@ -1010,6 +1163,15 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None:
                 raise fault.error()
             dry_run = bool(query.get("dryRun"))
+            if res.kind == "Pod" and sub == "log" and self.command == "GET":
+                with kube._cond:
+                    if (ns, name) not in kube._store[res]:
+                        raise ApiError(404, "NotFound", f'pods "{name}" not found',
+                                       {"name": name, "kind": "pods"})
+                    text = kube.logs.get((ns, name), "")
+                if query.get("tailLines"):
+                    text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]):])
+                return self._send(200, text.encode(), "text/plain")
             if sub not in (None, "status"):
                 raise ApiError(404, "NotFound", f"the emulator serves no subresource {sub!r}")
             if self.command == "GET" and name is None:
