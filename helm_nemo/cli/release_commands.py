@@ -69,16 +69,42 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
     sys.exit(code)
 
 
-def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False) -> int:
-    """install/upgrade: render and validate every release before the first is sent (0: go on)."""
-    if skip:
+def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, preflight: bool = True,
+              install_missing: bool = False) -> int:
+    """install/upgrade: render every release, validate it (unless `skip`) and run the cluster preflight
+    (unless not `preflight`) before the first is sent (0: go on)."""
+    if skip and not preflight:
         return 0
     from helm_nemo.actions import releases
-    from helm_nemo.actions.lint import preflight
+    from helm_nemo.actions.lint import preflight as render_and_check
 
     for plan in plans:  # validate exactly what is installed (an upgrade keeps the installed stamp)
         releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
-    return preflight(plans, helm, extra, echo=_say)
+    cluster = None
+    if preflight:
+        def cluster(rendered):
+            from helm_nemo.actions.preflight import before_install
+
+            return before_install(plans, rendered, extra, upgrade=upgrade, install_missing=install_missing, echo=_say)
+    return render_and_check(plans, helm, extra, echo=_say, validate=not skip, cluster=cluster)
+
+
+def _preflight_flags(no_preflight: bool, preflight_only: bool) -> None:
+    if no_preflight and preflight_only:
+        from helm_nemo.cli import _usage_error
+
+        _usage_error("--no-preflight and --preflight-only exclude each other",
+                     "--preflight-only runs the checks and installs nothing; --no-preflight installs without them")
+
+
+def _only(code: int, preflight_only: bool, verb: str) -> int | None:
+    """The exit code when the command stops after the checks (a failure, or --preflight-only), else None."""
+    if code:
+        return code
+    if preflight_only:
+        _say(f"helm nemo: --preflight-only: nothing was {verb}")
+        return 0
+    return None
 
 
 def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
@@ -108,7 +134,7 @@ def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
     return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
-def install(plans, extra, skip_manifest_validation=False, target="kubernetes"):
+def install(plans, extra, skip_manifest_validation=False, target="kubernetes", no_preflight=False, preflight_only=False):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install);
     with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
     from helm_nemo.actions import releases
@@ -118,8 +144,11 @@ def install(plans, extra, skip_manifest_validation=False, target="kubernetes"):
 
         return slurm_cli.install(plans, extra)
 
+    _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
-    return validated(plans, helm, extra, skip_manifest_validation) or releases.install(plans, helm, extra, echo=_say)
+    code = validated(plans, helm, extra, skip_manifest_validation, preflight=not no_preflight)
+    stop = _only(code, preflight_only, "installed")
+    return stop if stop is not None else releases.install(plans, helm, extra, echo=_say)
 
 
 def lint(plans, extra, kube_version=None):
@@ -135,12 +164,14 @@ def lint(plans, extra, kube_version=None):
     return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
 
 
-def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False):
+def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, no_preflight=False,
+            preflight_only=False):
     """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
     installed release keeps its job timestamp)."""
     from helm_nemo import secrets
     from helm_nemo.actions import releases
 
+    _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
     if show_diff:
         code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
@@ -148,7 +179,10 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
         if code == 2:
             _say("helm nemo: nothing was upgraded")
             return code
-    return validated(plans, helm, extra, skip_manifest_validation, upgrade=True) or \
+    code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True, preflight=not no_preflight,
+                     install_missing=install_missing)
+    stop = _only(code, preflight_only, "upgraded")
+    return stop if stop is not None else \
         releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
 
 
@@ -183,6 +217,16 @@ def status(plans, extra, target="slurm"):
     return slurm_cli.status(plans, extra)
 
 
+def preflight(plans, extra, output="text", no_color=False):
+    """Check the cluster helm would use can run the release(s), read-only: API and version, served kinds,
+    namespace and release name, Kueue queue and quota, nodes and free GPUs, the profile's networks,
+    DeviceClasses and CSI drivers, referenced objects, RBAC. Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    from helm_nemo.actions import preflight as checking
+
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    return checking.run(plans, _helm(), extra, output=output, color=color, out=_out, err=_say)
+
+
 # Release command -> (its body, whether it needs only the release names).
-BODIES = {"template": (template, False), "install": (install, False), "lint": (lint, False),
+BODIES = {"preflight": (preflight, False), "template": (template, False), "install": (install, False), "lint": (lint, False),
           "upgrade": (upgrade, False), "uninstall": (uninstall, True), "status": (status, False)}
