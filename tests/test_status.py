@@ -403,7 +403,10 @@ def test_watch_lists_each_kind_once_per_refresh(cluster, values_file):
     code = action.status([RELEASE], client, watch=True, interval=0.01, out=screens.append, tty=True, max_refreshes=3)
     assert code == 0 and len(screens) == 3
     assert all(screen.startswith(action.CLEAR + "helm nemo status") and "progress: [" in screen for screen in screens)
-    paths = [r.path for r in cluster.requests[before:]]
+    lines = []
+    action.status([RELEASE], client, watch=True, interval=0.01, out=lines.append, output="json", max_refreshes=2)
+    assert [json.loads(line)["releases"][0]["state"] for line in lines] == ["Running", "Running"]  # JSON Lines
+    paths = [r.path for r in cluster.requests[before:before + 21]]  # the three text refreshes
     per_refresh = {p: paths.count(p) for p in set(paths)}
     assert per_refresh == {f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{S.NS}/jobsets": 3,
                            f"/apis/batch/v1/namespaces/{S.NS}/jobs": 3,

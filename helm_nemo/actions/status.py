@@ -63,8 +63,8 @@ def status(names: list[str], client, *, run_inputs: dict | None = None, output: 
                                          now=now() if callable(now) else now)
         verdicts = [verdict(s) for s in statuses]
         code = exit_code(verdicts)
-        if output == "json":
-            out(render.as_json(statuses, verdicts, code))
+        if output == "json":  # with --watch: one line per refresh (JSON Lines)
+            out(render.as_json(statuses, verdicts, code, indent=None if watch else 2))
         else:
             body = render.text(statuses, verdicts, progress_bar=watch)
             if watch:

@@ -94,7 +94,8 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
     return "\n\n".join(blocks)
 
 
-def as_json(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, exit_code: int | None = None) -> str:
+def as_json(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, exit_code: int | None = None,
+            indent: int | None = 2) -> str:
     verdicts = verdicts or [verdict(s) for s in statuses]
     releases = []
     for status, v in zip(statuses, verdicts):
@@ -111,4 +112,4 @@ def as_json(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None
             "last_lines": status.last_lines,
             "events": [e.as_json() for e in status.events], "notes": status.notes,
         })
-    return json.dumps({"releases": releases, "exit_code": exit_code}, indent=2, ensure_ascii=False)
+    return json.dumps({"releases": releases, "exit_code": exit_code}, indent=indent, ensure_ascii=False)
