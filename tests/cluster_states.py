@@ -164,17 +164,22 @@ def eks_without_efa_plugin(kube):
     return healthy_p5(kube, efa=False)
 
 
-def a4x_max(kube, *, nodes: int = 18, queue: str = "a4x-max"):
-    """An A4X Max pool (GB300, arm64) with the RDMA DeviceClass; run on KubeEmulator(kube_version=...)."""
+def a4x_max(kube, *, nodes: int = 64, queue: str = "a4x-max", device_class: bool = True):
+    """An A4X Max pool (GB300, arm64, 4 blocks of 16 nodes) with the RDMA DeviceClass, Kueue TAS by block;
+    run it on KubeEmulator(kube_version="v1.34.1") (or v1.33 without resource.k8s.io/v1: too old)."""
     namespaces(kube, NAMESPACE)
     for index in range(nodes):
-        kube.put(node(f"gke-a4xmax-{index:03d}", {"kubernetes.io/arch": "arm64", "cloud.google.com/gke-nodepool": "a4xmax",
-                                                  "cloud.google.com/gke-accelerator": "nvidia-gb300"},
-                      {"cpu": "140", "memory": "880Gi", "nvidia.com/gpu": "4", "pods": "110"},
-                      taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-                              {"key": "kubernetes.io/arch", "value": "arm64", "effect": "NoSchedule"}]))
-    kube.put({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mrdma.google.com"},
-              "spec": {"selectors": [{"cel": {"expression": "device.driver == 'mrdma.google.com'"}}]}})
-    kueue(kube, queue=queue, cluster_queue="a4x-max-cq", flavor="a4x-max", quota=256, topology=False,
+        kube.put(node(f"gke-a4xmax-{index:03d}", {
+            "kubernetes.io/arch": "arm64", "cloud.google.com/gke-nodepool": "a4xmax",
+            "cloud.google.com/gke-accelerator": "nvidia-gb300", "cloud.google.com/gce-topology-block": f"b{index // 16}",
+            "cloud.google.com/gce-topology-subblock": f"s{index // 16}"},
+            {"cpu": "140", "memory": "880Gi", "nvidia.com/gpu": "4", "pods": "110"},
+            taints=[{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                    {"key": "kubernetes.io/arch", "value": "arm64", "effect": "NoSchedule"}]))
+    if device_class:
+        served = next(r.group_version for r in kube.resources if r.kind == "DeviceClass")  # v1 from 1.34, else beta
+        kube.put({"apiVersion": served, "kind": "DeviceClass", "metadata": {"name": "mrdma.google.com"},
+                  "spec": {"selectors": [{"cel": {"expression": "device.driver == 'mrdma.google.com'"}}]}})
+    kueue(kube, queue=queue, cluster_queue="a4x-max-cq", flavor="a4x-max", quota=256,
           node_labels={"kubernetes.io/arch": "arm64"})
     return csi(kube, "gcsfuse.csi.storage.gke.io")

@@ -964,29 +964,44 @@ class KubeEmulator:
         else:
             self.create(rs_res, meta["namespace"], rs)
 
-    def list(self, res: Resource, ns: str | None, query: dict) -> dict:
+    def list(self, res: Resource, ns: str | None, query: dict, encoded: bool = False) -> dict | bytes:
         """A list, in (namespace, name) order as etcd keys sort; `limit` + `continue` page it like the API
         server: the answer's metadata.continue (opaque: here base64 of the last key) and
-        remainingItemCount while more remain; an unreadable continue token is a 400."""
+        remainingItemCount while more remain; an unreadable continue token is a 400. `encoded`: the JSON
+        bytes, written under the lock straight from the store (no copy: lists of thousands of pods)."""
         import base64
+        import bisect
 
         with self._cond:
-            keys = sorted(k for k, o in self._store[res].items()
-                          if (ns is None or k[0] == ns) and self._selected(o, query))
+            store = self._store[res]
+            keys = sorted(k for k in store if ns is None or k[0] == ns)
             token = query.get("continue")
             if token:
                 try:
                     after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
                 except ValueError:
                     raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data")
-                keys = [k for k in keys if k > after]
+                keys = keys[bisect.bisect_right(keys, after):]
             limit = int(query.get("limit") or 0)
+            selectors = query.get("labelSelector") or query.get("fieldSelector")
+            chosen, more = [], False
+            for key in keys:  # a page stops at its limit: each page reads only its own part of the store
+                if selectors and not self._selected(store[key], query):
+                    continue
+                if limit and len(chosen) == limit:
+                    more = True
+                    break
+                chosen.append(key)
             meta: dict[str, Any] = {"resourceVersion": str(self._rv)}
-            if limit and len(keys) > limit:
-                meta["continue"] = base64.urlsafe_b64encode(json.dumps(list(keys[limit - 1])).encode()).decode()
-                meta["remainingItemCount"] = len(keys) - limit
-                keys = keys[:limit]
-            items = [copy.deepcopy(self._store[res][k]) for k in keys]
+            if more:
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(list(chosen[-1])).encode()).decode()
+                if not selectors:  # with selectors the API server does not know how many remain
+                    meta["remainingItemCount"] = len(keys) - limit
+            keys = chosen
+            if encoded:
+                return json.dumps({"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
+                                   "items": [store[k] for k in keys]}).encode()
+            items = [copy.deepcopy(store[k]) for k in keys]
             return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta, "items": items}
 
     @staticmethod
@@ -1237,7 +1252,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.command == "GET" and name is None:
                 if query.get("watch") in ("true", "1"):
                     return self._watch(res, ns, query)
-                return self._send(200, kube.list(res, ns, query))
+                return self._send(200, kube.list(res, ns, query, encoded=True))
             if name is None and self.command == "POST":
                 if ns is None:
                     raise ApiError(405, "MethodNotAllowed", "POST needs a namespace in the path")

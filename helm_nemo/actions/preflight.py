@@ -19,18 +19,28 @@ def _options(extra: list[str], mode: str, install_missing: bool = False) -> dict
     return {"mode": mode, "install_missing": install_missing, "create_namespace": "--create-namespace" in names}
 
 
-def check_rendered(plans, rendered, extra: list[str], *, mode: str, install_missing: bool = False):
-    """(results, the client's target description) for rendered [(plan, text)]. Raises KubeConfigError
-    (exit 2) when the settings name no usable cluster."""
+def connect_early(plans, extra: list[str]):
+    """(client, facts): connected, with the reads every preflight needs already started, so they run
+    while helm renders. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
     from helm_nemo import preflight
     from helm_nemo.kube import connect
+
+    client = connect(extra)
+    # A release with an accelerator runs GPU pods: the node and pod lists will be needed.
+    return client, preflight.start(client, big_lists=any(plan.accelerator for plan in plans))
+
+
+def check_rendered(plans, rendered, extra: list[str], *, mode: str, install_missing: bool = False, early=None):
+    """(results, the client's target description) for rendered [(plan, text)]; `early`: connect_early's
+    answer. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
+    from helm_nemo import preflight
     from helm_nemo.kube.config import settings
     from helm_nemo.preflight.model import release_of
 
-    client = connect(extra)
+    client, facts = early or connect_early(plans, extra)
     try:
         found = [release_of(plan, text, client.namespace) for plan, text in rendered]
-        results = preflight.run(found, client, _options(extra, mode, install_missing))
+        results = preflight.run(found, client, _options(extra, mode, install_missing), facts=facts)
     finally:
         client.close()
     given = settings(extra, os.environ)
@@ -56,10 +66,11 @@ def run(plans, helm, extra: list[str], *, output: str = "text", color: bool = Fa
         for warning in plan.warnings:
             err(f"warning: {warning}")
         releases.stamp_job_time(plan)
+    early = connect_early(plans, extra)  # the cluster is read while helm renders
     rendered, code = releases.render_each(plans, helm, extra, err, failed=" failed; no check was run")
     if code:
         return 2
-    results, target = check_rendered(plans, rendered, extra, mode="preflight")
+    results, target = check_rendered(plans, rendered, extra, mode="preflight", early=early)
     code = preflight.exit_code(results)
     if output == "json":
         out(report.as_json(results, target=target, code=code))

@@ -73,6 +73,7 @@ def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, prefligh
               install_missing: bool = False) -> int:
     """install/upgrade: render every release, validate it (unless `skip`) and run the cluster preflight
     (unless not `preflight`) before the first is sent (0: go on)."""
+    preflight = preflight and not _client_dry_run(extra)
     if skip and not preflight:
         return 0
     from helm_nemo.actions import releases
@@ -87,6 +88,13 @@ def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, prefligh
 
             return before_install(plans, rendered, extra, upgrade=upgrade, install_missing=install_missing, echo=_say)
     return render_and_check(plans, helm, extra, echo=_say, validate=not skip, cluster=cluster)
+
+
+def _client_dry_run(extra: list[str]) -> bool:
+    """`--dry-run` (client): helm talks to no cluster and installs nothing, so neither do the checks
+    (`--dry-run=server` reads the cluster: the checks run)."""
+    return any(a == "--dry-run" or a.partition("=")[0] == "--dry-run" and a.partition("=")[2] in ("client", "true")
+               for a in extra)
 
 
 def _preflight_flags(no_preflight: bool, preflight_only: bool) -> None:

@@ -204,18 +204,54 @@ class KubeClient:
             raise
 
     def list(self, path: str, query: dict | None = None, limit: int = PAGE_SIZE) -> list[dict]:
-        """Every item of a collection, page by page (`limit` + `continue`)."""
+        """Every item of a collection, page by page (`limit` + `continue`). The next page is asked for (on
+        another connection) while this one is parsed: its continue token sits in the list's metadata,
+        which the API server writes before the items, so it is read from the head of the answer."""
+        import threading
+
         items: list[dict] = []
         params = dict(query or {})
         if limit:
             params["limit"] = str(limit)
+        fetched: dict = {}
+
+        def fetch(into: dict, page_params: dict) -> None:
+            try:
+                into["answer"] = self.request("GET", path, page_params)
+            except BaseException as err:  # noqa: BLE001 - raised in the caller's thread
+                into["error"] = err
+
+        fetch(fetched, dict(params))
         while True:
-            page = self._json("GET", path, params)
+            if "error" in fetched:
+                raise fetched["error"]
+            status, data, _ = fetched["answer"]
+            if status >= 400:
+                raise api_error(status, data, "GET", path)
+            token = _continue_token(data) if limit else None
+            following, thread = {}, None
+            if token:
+                params["continue"] = token
+                thread = threading.Thread(target=fetch, args=(following, dict(params)), daemon=True)
+                thread.start()
+            try:
+                page = json.loads(data)
+            except ValueError:
+                raise KubeApiError(status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", "GET", path) from None
             items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token or not limit:
-                return items
-            params["continue"] = token
+            real = (page.get("metadata") or {}).get("continue")
+            if thread is None:
+                if not real or not limit:
+                    return items
+                params["continue"] = real  # not found in the head: asked now
+                fetch(following, dict(params))
+            else:
+                thread.join()
+                if real != token:  # pragma: no cover - a head that lied: ask again with the real token
+                    params["continue"] = real
+                    following = {}
+                    fetch(following, dict(params))
+            fetched = following
 
     def create(self, path: str, body: dict) -> dict:
         """POST `body` to a collection (SelfSubjectAccessReview and other virtual resources)."""
@@ -291,6 +327,22 @@ class KubeClient:
                 versions.insert(0, preferred)
             out[group.get("name", "")] = versions
         return out
+
+
+_CONTINUE = None
+
+
+def _continue_token(data: bytes) -> str | None:
+    """The list's metadata.continue, read from the first 4 KiB of the answer (None: not there)."""
+    global _CONTINUE
+    if _CONTINUE is None:
+        import re
+
+        _CONTINUE = re.compile(rb'"continue"\s*:\s*"([^"\\]*)"')
+    head = data[:4096]
+    items = head.find(b'"items"')
+    found = _CONTINUE.search(head, 0, items if items >= 0 else len(head))
+    return found.group(1).decode() if found else None
 
 
 def api_error(status: int, data: bytes, method: str, path: str) -> KubeApiError:

@@ -38,17 +38,28 @@ IDS = [check_id for _, ids, _ in CHECKS for check_id in ids]
 __all__ = ["CHECKS", "IDS", "Result", "run", "exit_code", "OK", "WARN", "FAIL", "SKIPPED", "ORDER"]
 
 
-def run(releases, client, options: dict | None = None) -> list[Result]:
+def start(client, *, big_lists: bool = True):
+    """The cluster's facts, with the reads every run needs started in threads now (the version, and with
+    `big_lists` the node and pod lists, the slow ones on a big cluster): the caller renders meanwhile."""
+    from helm_nemo.preflight.facts import Facts
+
+    facts = Facts(client)
+    facts.prefetch("version", client.version)
+    if big_lists:
+        facts.prefetch("nodes", facts.read_nodes)
+        facts.prefetch("pods", facts.read_pods)
+    return facts
+
+
+def run(releases, client, options: dict | None = None, facts=None) -> list[Result]:
     """Every check, in CHECKS order. `options`: mode (install / upgrade / preflight), install_missing,
-    create_namespace."""
+    create_namespace; `facts`: from start() (reads already under way)."""
     from helm_nemo.kube.errors import KubeError
-    from helm_nemo.preflight.facts import Facts, Unavailable
+    from helm_nemo.preflight.facts import Unavailable
 
     options = options or {}
-    facts = Facts(client)
-    if any(w.requests() for r in releases for w in r.workloads()):
-        facts.prefetch("nodes", lambda: client.list("/api/v1/nodes"))
-        facts.prefetch("pods", lambda: client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}))
+    if facts is None:
+        facts = start(client, big_lists=any(w.requests() for r in releases for w in r.workloads()))
     try:
         first = api.reachable(facts, releases, options)
     except KubeError as err:

@@ -103,13 +103,18 @@ class Facts:
         return self._once(key, read)
 
     # ---- the big lists
+    def read_nodes(self) -> list[dict]:
+        return self.client.list("/api/v1/nodes")
+
+    def read_pods(self) -> list[dict]:
+        """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
+        return self.client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
+
     def nodes(self) -> list[dict]:
-        return self._once("nodes", lambda: self.client.list("/api/v1/nodes"))
+        return self._once("nodes", self.read_nodes)
 
     def pods(self) -> list[dict]:
-        """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
-        query = {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"}
-        return self._once("pods", lambda: self.client.list("/api/v1/pods", query))
+        return self._once("pods", self.read_pods)
 
     def allowed(self, verb: str, group: str, resource: str, namespace: str | None) -> tuple[bool, str]:
         """A SelfSubjectAccessReview: (allowed, the server's reason)."""

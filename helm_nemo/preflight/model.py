@@ -138,6 +138,16 @@ def profile_hint(release: Release, name: str, default: str) -> str:
     return ((release.profile or {}).get("preflight") or {}).get("hints", {}).get(name) or default
 
 
+def run_hint(releases, name: str, default: str) -> str:
+    """The first profile hint for `name` among the run's releases (a recipe's storage release has no
+    accelerator; its workload's profile knows the cloud), else `default`."""
+    for release in releases:
+        hint = ((release.profile or {}).get("preflight") or {}).get("hints", {}).get(name)
+        if hint:
+            return hint
+    return default
+
+
 def obj_key(obj: dict) -> tuple[str, str, str, str]:
     meta = obj.get("metadata") or {}
     return obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", "")

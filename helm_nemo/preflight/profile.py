@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first, profile_hint
+from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first, profile_hint, run_hint
 
 
 def networks(facts, releases, options) -> list[Result]:
@@ -92,8 +92,8 @@ def device_classes(facts, releases, options) -> list[Result]:
             missing.append((name, release))
     if missing:
         return [Result("profile.deviceclasses", FAIL, f"DeviceClass {', '.join(n for n, _ in missing)} does not exist",
-                       " | ".join(profile_hint(r, n, f"install the DRA driver that publishes DeviceClass {n}")
-                                  for n, r in missing), missing[0][1].name)]
+                       " | ".join(run_hint(releases, n, f"install the DRA driver that publishes DeviceClass {n}")
+                                  for n, _ in missing), missing[0][1].name)]
     return [Result("profile.deviceclasses", OK, f"DeviceClass {', '.join(sorted(wanted))} exists")]
 
 
@@ -117,6 +117,6 @@ def csi_drivers(facts, releases, options) -> list[Result]:
     missing = [(d, r) for d, r in sorted(wanted.items()) if facts.get("storage.k8s.io/v1", "CSIDriver", d) is None]
     if missing:
         return [Result("storage.csi", FAIL, f"CSI driver {', '.join(d for d, _ in missing)} is not installed "
-                       "(no CSIDriver object)", " | ".join(profile_hint(r, d, f"install the {d} CSI driver")
-                                                           for d, r in missing))]
+                       "(no CSIDriver object)", " | ".join(run_hint(releases, d, f"install the {d} CSI driver")
+                                                           for d, _ in missing))]
     return [Result("storage.csi", OK, f"CSI driver {', '.join(sorted(wanted))} installed")]

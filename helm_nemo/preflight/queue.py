@@ -94,7 +94,7 @@ def _quota(release, workload, cq_name: str, cluster_queue: dict) -> Result:
                 if item.get("name") == resource:
                     amount = _quantity(item.get("nominalQuota"))
                     quota += amount
-                    flavors.append(f"{flavor.get('name')}: {quantity_text(amount)}")
+                    flavors.append(f"flavor {flavor.get('name')}: {quantity_text(amount)}")
                     borrow = borrow or item.get("borrowingLimit") is None or _quantity(item.get("borrowingLimit")) > 0
     cohort = (cluster_queue.get("spec") or {}).get("cohort") or (cluster_queue.get("spec") or {}).get("cohortName")
     used = Decimal(0)

@@ -82,10 +82,14 @@ def references(facts, releases, options) -> list[Result]:
                 if obj is None:
                     if optional:
                         continue
-                    missing[check].append(f"{label} ({workload.kind} {workload.name})")
+                    entry = f"{label} ({workload.kind} {workload.name})"
+                    if entry not in missing[check]:  # several containers name it
+                        missing[check].append(entry)
                     continue
                 if kind == "PersistentVolumeClaim" and (obj.get("status") or {}).get("phase") != "Bound":
-                    unbound.append(f"{label} is {(obj.get('status') or {}).get('phase', 'not Bound')}")
+                    entry = f"{label} is {(obj.get('status') or {}).get('phase', 'not Bound')}"
+                    if entry not in unbound:
+                        unbound.append(entry)
                 found[check].append(label)
     results = []
     hints = {"refs.pvc": "create the PersistentVolumeClaim (its storage release first: a recipe lists it before "
