@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import status_states as S
 from helm_nemo.cli.group import main
 from helm_nemo.metrics import Request, measure
-from helm_nemo.status import objects, signatures
+from helm_nemo.status import kueue, objects, signatures
 from helm_nemo.status.progress import RunInputs, progress, run_inputs
 from kube_emulator import ContainerLog, KubeEmulator
 
@@ -102,7 +102,7 @@ def test_healthy_pods_have_no_problem_and_groups_merge_identical_reasons():
     ([S.condition("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload")], "evicted", ""),
 ])
 def test_kueue_states(conds, state, why):
-    found = objects.kueue_state(S.workload(S.jobset(RELEASE, 54), conds))
+    found = kueue.kueue_state(S.workload(S.jobset(RELEASE, 54), conds))
     assert (found.state, found.why) == (state, why)
     if state == "pending":
         assert not found.message.startswith("couldn't assign")  # the prefix every message shares is dropped

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from helm_nemo.status import objects
+from helm_nemo.status import kueue, objects
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
 INSTANCE = "app.kubernetes.io/instance"
@@ -35,7 +35,7 @@ class ReleaseStatus:
     release: str
     namespace: str
     workload: objects.WorkloadState | None = None
-    kueue: objects.KueueState | None = None
+    kueue: kueue.KueueState | None = None
     pods: objects.PodSummary = field(default_factory=objects.PodSummary)
     claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
     rank0: str | None = None
@@ -129,11 +129,11 @@ def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[
     uids = {s.workload.uid: s for s in out.values() if s.workload and s.workload.uid}
     if uids:
         workloads = _optional_list(client, WORKLOADS.format(ns=ns),
-                                   {"labelSelector": _selector(objects.KUEUE_JOB_UID, uids)})
+                                   {"labelSelector": _selector(kueue.KUEUE_JOB_UID, uids)})
         for item in workloads or []:
-            uid = ((item.get("metadata") or {}).get("labels") or {}).get(objects.KUEUE_JOB_UID)
+            uid = ((item.get("metadata") or {}).get("labels") or {}).get(kueue.KUEUE_JOB_UID)
             if uid in uids:
-                uids[uid].kueue = objects.kueue_state(item)
+                uids[uid].kueue = kueue.kueue_state(item)
     by_release: dict[str, list[dict]] = {}
     for pod in pods:
         by_release.setdefault(owner(pod), []).append(pod)

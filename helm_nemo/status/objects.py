@@ -2,8 +2,7 @@
 
 - `workload_state`: a JobSet's or a Job's conditions (Completed/Complete, Failed, Suspended), the JobSet's
   restarts and per replicated job ready/active/succeeded/failed counts;
-- `kueue_state`: the Kueue Workload of that object: admitted, finished, evicted or pending, and for a
-  pending one why (quota, topology, other) with Kueue's message;
+- (kueue.py: the Kueue Workload of that object;)
 - `pod_problem` / `summarize_pods`: pods by phase, restarts, and for every unhealthy pod its reason
   (FailedScheduling with the scheduler's message condensed, ImagePullBackOff, OOMKilled,
   CrashLoopBackOff, Evicted, exit code); identical reasons of many pods are grouped;
@@ -20,7 +19,6 @@ from datetime import datetime, timezone
 JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
-KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 
 # Waiting reasons that do not fix themselves (the pod will not start until someone acts)
 WAITING_FAILURES = {
@@ -164,93 +162,6 @@ def workload_state(obj: dict) -> WorkloadState:
         if suspended:
             out.reason, out.message, out.since = suspended.reason, suspended.message, suspended.time
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Kueue
-
-
-@dataclass
-class KueueState:
-    """The Kueue Workload of a job: `state` admitted | pending | finished | evicted; `why` quota | topology |
-    other for a pending one (with Kueue's message)."""
-
-    name: str
-    state: str
-    why: str = ""
-    message: str = ""
-    since: str = ""
-    cluster_queue: str = ""
-    queue: str = ""
-
-    def as_json(self) -> dict:
-        return {"name": self.name, "state": self.state, "why": self.why, "message": self.message,
-                "since": self.since, "cluster_queue": self.cluster_queue, "queue": self.queue}
-
-    def words(self) -> str:
-        if self.state == "pending":
-            what = {"quota": "pending on quota", "topology": "pending on topology"}.get(self.why, "pending")
-            return f"Kueue: {what}" + (f": {self.message}" if self.message else "")
-        if self.state == "admitted":
-            return "Kueue: admitted" + (f" by {self.cluster_queue}" if self.cluster_queue else "")
-        return f"Kueue: {self.state}" + (f": {self.message}" if self.message else "")
-
-
-_TOPOLOGY = re.compile(r'topology "[^"]*" (doesn\'t allow to fit|allows to fit only)|supports only TopologyAwareScheduling'
-                       r'|podset-(required|preferred|slice-required)-topology', re.I)
-_QUOTA = re.compile(r"insufficient (unused )?quota|borrowing limit|exceeds? .*quota|resource \S+ unavailable in "
-                    r"ClusterQueue|maximum capacity|not found in ClusterQueue|no flavor", re.I)
-_FLAVORS = re.compile(r"^couldn't assign flavors to pod set [^:]+: ")
-
-
-def kueue_state(workload: dict) -> KueueState:
-    meta = workload.get("metadata") or {}
-    status = workload.get("status") or {}
-    conds = conditions(workload)
-    out = KueueState(meta.get("name", ""), "pending", queue=(workload.get("spec") or {}).get("queueName", ""),
-                     cluster_queue=(status.get("admission") or {}).get("clusterQueue", ""))
-    finished, evicted = conds.get("Finished"), conds.get("Evicted")
-    admitted, reserved = conds.get("Admitted"), conds.get("QuotaReserved")
-    if finished and finished.true:
-        out.state, out.message, out.since = "finished", finished.message, finished.time
-    elif evicted and evicted.true:
-        out.state, out.message, out.since = "evicted", f"{evicted.reason}: {evicted.message}".strip(": "), evicted.time
-    elif admitted and admitted.true:
-        out.state, out.since = "admitted", admitted.time
-    elif admitted is None and reserved and reserved.true and not status.get("admissionChecks"):
-        out.state, out.since = "admitted", reserved.time  # Kueue before the Admitted condition
-    else:
-        pending = reserved if reserved and not reserved.true else None
-        message = pending.message if pending else ""
-        if not message and reserved and reserved.true:
-            checks = [c for c in status.get("admissionChecks") or [] if c.get("state") != "Ready"]
-            message = "; ".join(f"admission check {c.get('name')}: {c.get('state')} {c.get('message', '')}".strip()
-                                for c in checks) or "quota reserved, waiting for admission checks"
-        out.message = _FLAVORS.sub("", message)
-        out.since = pending.time if pending else ""
-        reason = pending.reason if pending else ""
-        if _TOPOLOGY.search(message) or "Topology" in reason:
-            out.why = "topology"
-        elif _QUOTA.search(message) or reason in ("QuotaExhausted", "Inadmissible"):
-            out.why = "quota"
-        else:
-            out.why = "other"
-        if not message:
-            out.message = "not admitted yet (no message from Kueue: is the LocalQueue there?)"
-    return out
-
-
-def owned_workload(workloads: list[dict], owner_uid: str, owner_name: str = "") -> dict | None:
-    """The Kueue Workload of a job: by the kueue.x-k8s.io/job-uid label, else by owner reference."""
-    for item in workloads:
-        meta = item.get("metadata") or {}
-        if owner_uid and (meta.get("labels") or {}).get(KUEUE_JOB_UID) == owner_uid:
-            return item
-    for item in workloads:
-        for ref in (item.get("metadata") or {}).get("ownerReferences") or []:
-            if (owner_uid and ref.get("uid") == owner_uid) or (not owner_uid and ref.get("name") == owner_name):
-                return item
-    return None
 
 
 # ---------------------------------------------------------------------------------------------------------
