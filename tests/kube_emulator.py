@@ -96,7 +96,34 @@ DEFAULT_RESOURCES = [
     _r("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
     _r("resource.nvidia.com/v1beta1", "ComputeDomain", "computedomains"),
     _r("storage.k8s.io/v1", "StorageClass", "storageclasses", namespaced=False),
+    # What preflight reads (a cluster's nodes, add-ons and their CRDs); tests drop some to make a
+    # cluster without them (KubeEmulator(resources=without(...))).
+    _r("v1", "Node", "nodes", namespaced=False),
+    _r("v1", "Event", "events"),
+    _r("kueue.x-k8s.io/v1beta1", "Workload", "workloads"),
+    _r("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    _r("storage.k8s.io/v1", "CSIDriver", "csidrivers", namespaced=False),
+    _r("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
+    _r("kueue.x-k8s.io/v1beta1", "LocalQueue", "localqueues"),
+    _r("kueue.x-k8s.io/v1beta1", "ClusterQueue", "clusterqueues", namespaced=False),
+    _r("kueue.x-k8s.io/v1beta1", "ResourceFlavor", "resourceflavors", namespaced=False),
+    _r("kueue.x-k8s.io/v1alpha1", "Topology", "topologies", namespaced=False),
+    _r("networking.gke.io/v1", "Network", "networks", namespaced=False),
+    _r("networking.gke.io/v1", "GKENetworkParamSet", "gkenetworkparamsets", namespaced=False),
+    _r("resource.k8s.io/v1", "DeviceClass", "deviceclasses", namespaced=False),
+    _r("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
+    _r("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
 ]
+
+# Virtual resources: POST-only, answered, never stored (authorization.k8s.io).
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def without(*kinds_or_groups: str, resources: list[Resource] | None = None) -> list[Resource]:
+    """The default resources minus some kinds or whole groups (`"JobSet"`, `"kueue.x-k8s.io"`): a cluster
+    where that API is not served (its CRD not installed)."""
+    return [r for r in (resources or DEFAULT_RESOURCES)
+            if r.kind not in kinds_or_groups and r.group not in kinds_or_groups]
 
 
 class ApiError(Exception):
@@ -549,7 +576,7 @@ def jobset_update_errors(old: dict, new: dict) -> list:
     return errors
 
 
-def update_refusal(res: "Resource", name: str, old: dict, new: dict) -> "ApiError | None":
+def update_refusal(res: Resource, name: str, old: dict, new: dict) -> ApiError | None:
     """The 422 the real cluster answers to this update of a Job or JobSet, or None when it takes it."""
     if res.group == "batch" and res.kind == "Job":
         errors, prefix = job_update_errors(old, new), f'Job.batch "{name}" is invalid: '
@@ -576,6 +603,7 @@ class Request:
     path: str
     query: dict = field(default_factory=dict, compare=False, hash=False)
     content_type: str = ""
+    user: str | None = field(default=None, compare=False, hash=False)  # who authenticated (token or cert CN)
 
 
 # The reason a real API server gives with each code (k8s.io/apimachinery/pkg/api/errors).
@@ -612,6 +640,81 @@ class Fault:
         return ApiError(self.status, self.reason, self.message)
 
 
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files for an HTTPS emulator: its certificate and key, the CA that signed them (what a
+    kubeconfig's certificate-authority-data holds), and the CA client certificates must be signed by."""
+    cert: str
+    key: str
+    ca: str
+    client_ca: str | None = None
+
+
+def make_tls(folder: Path, client_names: tuple[str, ...] = ("alice",)) -> tuple[TLSFiles, dict[str, tuple[str, str]]]:
+    """A CA, a server certificate for 127.0.0.1 / localhost signed by it, and a client certificate (+ key)
+    per name (CN = user name), with the openssl command line. Returns (TLSFiles, {name: (cert, key)})."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str, stdin: str | None = None) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, text=True, input=stdin)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=emulator-ca")
+    (folder / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default\n"
+                                       "extendedKeyUsage=serverAuth\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+    (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    clients = {}
+    for name in client_names:
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/O=system:masters/CN={name}")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", f"{name}.crt", "-days", "2", "-extfile", "client.ext")
+        clients[name] = (str(folder / f"{name}.crt"), str(folder / f"{name}.key"))
+    ca = str(folder / "ca.crt")
+    return TLSFiles(str(folder / "server.crt"), str(folder / "server.key"), ca, ca), clients
+
+
+CRI_MAX_LINE = 16 * 1024  # containerd splits longer lines into partial entries
+
+
+class ContainerLog:
+    """A container's log as the kubelet reads it from the runtime's file: entries (time, "P" partial | "F"
+    full line, text). tailLines counts entries (a 40 KiB line is three), as the kubelet does; with
+    timestamps, only an entry that starts a line (or the first one sent) gets the time prefix."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[datetime, str, str]] = []
+        self.closed = False
+
+    def append(self, text: str, at: datetime, step_s: float) -> None:
+        from datetime import timedelta
+
+        pieces = text.split("\n")
+        count = len(self.entries)
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            if last and not piece:
+                break
+            chunks = [piece[i:i + CRI_MAX_LINE] for i in range(0, len(piece), CRI_MAX_LINE)] or [""]
+            for n, chunk in enumerate(chunks):
+                tag = "F" if n == len(chunks) - 1 and not last else "P"
+                self.entries.append((at + timedelta(seconds=step_s * (len(self.entries) - count)), tag, chunk))
+
+    def render(self, start: int, end: int, stamps: bool, line_start: bool) -> str:
+        out = []
+        for when, tag, text in self.entries[start:end]:
+            if stamps and line_start:
+                out.append(when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond:06d}000Z ")
+            out.append(text + ("\n" if tag == "F" else ""))
+            line_start = tag == "F"
+        return "".join(out)
+
+
 @dataclass
 class _Event:
     rv: int
@@ -624,10 +727,23 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0", admission: bool = True):
+                 ready: bool = True, kube_version: str = "v1.32.0", tls: TLSFiles | None = None,
+                 admission: bool = True):
         self.resources = list(resources or DEFAULT_RESOURCES)
         self.admission = admission  # refuse updates of Jobs and JobSets as the real server does
         self.token = token
+        # HTTPS (a real handshake: server certificate, optional client certificates signed by tls.client_ca);
+        # then every request must authenticate, with the token or a client certificate (user = its CN).
+        self.tls = tls
+        # SelfSubjectAccessReview: (verb, group, resource, namespace) patterns ("*" matches all) denied to
+        # everyone; anything else is allowed. `deny("create", "", "secrets")` makes helm's release record
+        # impossible to write, as a namespace-scoped RoleBinding without secrets would.
+        self.denied: list[tuple[str, str, str, str]] = []
+        self.reviews: list[dict] = []  # the SelfSubjectAccessReviews asked, in order
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log text (pods/NAME/log), simple form
+        # (namespace, pod, container, previous) -> the container's log as the kubelet keeps it (ContainerLog):
+        # write_log() appends, pods/NAME/log serves it with tailLines, limitBytes, timestamps, previous, follow.
+        self.container_logs: dict[tuple[str, str, str, bool], ContainerLog] = {}
         self.ready = ready
         self.kube_version = kube_version
         self.requests: list[Request] = []
@@ -646,7 +762,7 @@ class KubeEmulator:
     def url(self) -> str:
         assert self._server, "not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def start(self) -> KubeEmulator:
         emulator = self
@@ -655,6 +771,18 @@ class KubeEmulator:
             kube = emulator
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.tls.cert, self.tls.key)
+            if self.tls.client_ca:
+                context.load_verify_locations(self.tls.client_ca)
+                context.verify_mode = ssl.CERT_OPTIONAL
+            # The handshake runs in the request's thread (do_handshake_on_connect=False): a client that
+            # never completes it cannot block the accept loop.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="kube-emulator", daemon=True)
@@ -683,12 +811,20 @@ class KubeEmulator:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """A kubeconfig for this server (JSON is YAML), context `emulator`, insecure, bearer token."""
+    def kubeconfig(self, path: Path, namespace: str = "default", user: dict | None = None) -> Path:
+        """A kubeconfig for this server (JSON is YAML), context `emulator`, bearer token (or `user`); over
+        TLS with the CA's certificate as certificate-authority-data, else insecure."""
+        import base64
+
+        cluster: dict = {"server": self.url}
+        if self.tls:
+            cluster["certificate-authority-data"] = base64.b64encode(Path(self.tls.ca).read_bytes()).decode()
+        else:
+            cluster["insecure-skip-tls-verify"] = True
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
-            "clusters": [{"name": "emulator", "cluster": {"server": self.url, "insecure-skip-tls-verify": True}}],
-            "users": [{"name": "emulator", "user": {"token": self.token or "none"}}],
+            "clusters": [{"name": "emulator", "cluster": cluster}],
+            "users": [{"name": "emulator", "user": user or {"token": self.token or "none"}}],
             "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}],
         }
         path.write_text(json.dumps(config, indent=2))
@@ -731,6 +867,54 @@ class KubeEmulator:
         res = self.resource(obj["kind"], obj.get("apiVersion"))
         ns = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
         return self.create(res, ns, obj)
+
+    # ---- container logs (what the kubelet keeps; pods/NAME/log serves it)
+    def write_log(self, namespace: str, pod: str, text: str, container: str = "workload", *,
+                  at: datetime | None = None, step_s: float = 0.0, previous: bool = False, close: bool = False) -> None:
+        """Append `text` to a container's log as the container runtime writes it: one CRI entry per line,
+        lines longer than 16 KiB split into partial entries, an unfinished last line a partial entry; entry
+        k is stamped `at + k * step_s` (default now). `previous` writes the log of the container's previous
+        instance (what `previous=true` reads); `close` ends it (a follow then ends)."""
+        with self._cond:
+            log = self.container_logs.setdefault((namespace, pod, container, previous), ContainerLog())
+            log.append(text, at or datetime.now(UTC), step_s)
+            log.closed = log.closed or close
+            self._cond.notify_all()
+
+    def close_log(self, namespace: str, pod: str, container: str = "workload") -> None:
+        with self._cond:
+            self.container_logs.setdefault((namespace, pod, container, False), ContainerLog()).closed = True
+            self._cond.notify_all()
+
+    def container_log(self, namespace: str, pod: str, container: str, previous: bool) -> ContainerLog | None:
+        with self._cond:
+            log = self.container_logs.get((namespace, pod, container, previous))
+            if log is None and not previous and (namespace, pod) in self.logs:  # the simple form
+                log = ContainerLog()
+                log.append(self.logs[(namespace, pod)], datetime.now(UTC), 0.0)
+            return log
+
+    # ---- authorization
+    def deny(self, verb: str = "*", group: str = "*", resource: str = "*", namespace: str = "*") -> None:
+        """SelfSubjectAccessReviews matching this (verb, group, resource plural, namespace) answer
+        allowed: false (the emulator itself still serves the request: authorization is only reported)."""
+        with self._cond:
+            self.denied.append((verb, group, resource, namespace))
+
+    def review(self, body: dict, user: str | None) -> dict:
+        """A SelfSubjectAccessReview's answer, as the API server returns it (spec echoed, status filled)."""
+        if body.get("kind") != "SelfSubjectAccessReview" or not isinstance(body.get("spec"), dict):
+            raise ApiError(400, "BadRequest", "expected a SelfSubjectAccessReview with a spec")
+        attrs = body["spec"].get("resourceAttributes") or {}
+        asked = (attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""), attrs.get("namespace", ""))
+        with self._cond:
+            self.reviews.append(dict(attrs))
+            denied = any(all(p == "*" or p == a for p, a in zip(rule, asked)) for rule in self.denied)
+        status = {"allowed": not denied}
+        if denied:
+            status["reason"] = f'RBAC: no role of user "{user}" allows {asked[0]} on {asked[2]}'
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": body["spec"], "status": status}
 
     # ---- fault injection
     def fail_next(self, method: str | tuple[str, ...] | None = None, kind: str | None = None, *,
@@ -904,12 +1088,45 @@ class KubeEmulator:
         else:
             self.create(rs_res, meta["namespace"], rs)
 
-    def list(self, res: Resource, ns: str | None, query: dict) -> dict:
+    def list(self, res: Resource, ns: str | None, query: dict, encoded: bool = False) -> dict | bytes:
+        """A list, in (namespace, name) order as etcd keys sort; `limit` + `continue` page it like the API
+        server: the answer's metadata.continue (opaque: here base64 of the last key) and
+        remainingItemCount while more remain; an unreadable continue token is a 400. `encoded`: the JSON
+        bytes, written under the lock straight from the store (no copy: lists of thousands of pods)."""
+        import base64
+        import bisect
+
         with self._cond:
-            items = [copy.deepcopy(o) for (ons, _), o in sorted(self._store[res].items())
-                     if (ns is None or ons == ns) and self._selected(o, query)]
-            return {"kind": f"{res.kind}List", "apiVersion": res.group_version,
-                    "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+            store = self._store[res]
+            keys = sorted(k for k in store if ns is None or k[0] == ns)
+            token = query.get("continue")
+            if token:
+                try:
+                    after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
+                except ValueError:
+                    raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data") from None
+                keys = keys[bisect.bisect_right(keys, after):]
+            limit = int(query.get("limit") or 0)
+            selectors = query.get("labelSelector") or query.get("fieldSelector")
+            chosen, more = [], False
+            for key in keys:  # a page stops at its limit: each page reads only its own part of the store
+                if selectors and not self._selected(store[key], query):
+                    continue
+                if limit and len(chosen) == limit:
+                    more = True
+                    break
+                chosen.append(key)
+            meta: dict[str, Any] = {"resourceVersion": str(self._rv)}
+            if more:
+                meta["continue"] = base64.urlsafe_b64encode(json.dumps(list(chosen[-1])).encode()).decode()
+                if not selectors:  # with selectors the API server does not know how many remain
+                    meta["remainingItemCount"] = len(keys) - limit
+            keys = chosen
+            if encoded:
+                return json.dumps({"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
+                                   "items": [store[k] for k in keys]}).encode()
+            items = [copy.deepcopy(store[k]) for k in keys]
+            return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta, "items": items}
 
     @staticmethod
     def _selected(obj: dict, query: dict) -> bool:
@@ -999,12 +1216,17 @@ class KubeEmulator:
                 versions = groups.setdefault(res.group, [])
                 if res.version not in versions:
                     versions.append(res.version)
+        groups.setdefault("authorization.k8s.io", ["v1"])
         if path == "/apis":
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
                 {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
                  "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
                 for g, vs in sorted(groups.items())]}
         gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):] if path.startswith("/apis/") else None
+        if gv == "authorization.k8s.io/v1":
+            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
+                {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": False,
+                 "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]}
         if gv and (gv == "v1" or gv.count("/") == 1):
             listed = [r for r in self.resources if r.group_version == gv]
             if not listed:
@@ -1078,6 +1300,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.kube._sockets.add(self.connection)
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (OSError, ValueError):  # a TLS handshake the client broke off (an unknown CA), a reset
+            self.close_connection = True
+
     def finish(self) -> None:
         try:
             super().finish()
@@ -1111,14 +1339,22 @@ class _Handler(BaseHTTPRequestHandler):
         path = split.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         content_type = self.headers.get("Content-Type", "")
-        request = Request(self.command, path, query, content_type)
+        kube = self.kube
+        auth = self.headers.get("Authorization")
+        user = "emulator" if kube.token and auth == f"Bearer {kube.token}" else None
+        if user is None and kube.tls:
+            peer = self.connection.getpeercert() or {}
+            user = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"), None)
+        request = Request(self.command, path, query, content_type, user)
         self.kube.requests.append(request)
         body = self._body()
-        kube = self.kube
         try:
-            auth = self.headers.get("Authorization")
             if auth is not None and kube.token and auth != f"Bearer {kube.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")  # a wrong token; helm sends none over http
+            if kube.tls and user is None:
+                raise ApiError(401, "Unauthorized", "Unauthorized")  # over TLS: a token or a client certificate
+            if self.command == "POST" and path == SSAR_PATH:
+                return self._send(201, kube.review(self._decode(body), user))
             if self.command == "GET":
                 if path == "/openapi/v2":
                     return self._send(200, b"", OPENAPI_V2_PB)  # an empty openapi_v2.Document
@@ -1133,12 +1369,14 @@ class _Handler(BaseHTTPRequestHandler):
             if fault is not None:
                 raise fault.error()
             dry_run = bool(query.get("dryRun"))
+            if res.kind == "Pod" and sub == "log" and self.command == "GET":
+                return self._pod_log(ns, name, query)
             if sub not in (None, "status"):
                 raise ApiError(404, "NotFound", f"the emulator serves no subresource {sub!r}")
             if self.command == "GET" and name is None:
                 if query.get("watch") in ("true", "1"):
                     return self._watch(res, ns, query)
-                return self._send(200, kube.list(res, ns, query))
+                return self._send(200, kube.list(res, ns, query, encoded=True))
             if name is None and self.command == "POST":
                 if ns is None:
                     raise ApiError(405, "MethodNotAllowed", "POST needs a namespace in the path")
@@ -1167,6 +1405,73 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except Exception as err:
             self._send(500, ApiError(500, "InternalError", f"emulator error: {type(err).__name__}: {err}").status())
+
+    def _pod_log(self, ns: str, name: str, query: dict) -> None:
+        """GET pods/NAME/log as the API server answers it (the kubelet's log, proxied): `container` (required
+        when the pod has several), `previous`, `tailLines`, `limitBytes`, `timestamps`, `follow` (chunked,
+        until the container's log is closed, the client goes away or the server stops)."""
+        kube = self.kube
+        with kube._cond:
+            pod = kube._store[kube.resource("Pod")].get((ns, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container")
+        if container is None:
+            if len(containers) > 1:
+                raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, choose one "
+                               f"of: [{' '.join(containers)}]")
+            container = containers[0] if containers else ""
+        elif containers and container not in containers:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        previous = query.get("previous") == "true"
+        log = kube.container_log(ns, name, container, previous)
+        if log is None:
+            if previous:
+                raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found')
+            log = ContainerLog()
+        tail = int(query["tailLines"]) if query.get("tailLines") not in (None, "") else None
+        limit = int(query["limitBytes"]) if query.get("limitBytes") not in (None, "") else None
+        stamps = query.get("timestamps") == "true"
+        with kube._cond:
+            start = max(0, len(log.entries) - tail) if tail is not None else 0
+            body = log.render(start, len(log.entries), stamps, True)
+            cursor, ended_line = len(log.entries), (not log.entries or log.entries[-1][1] == "F")
+        if query.get("follow") != "true":
+            data = body.encode()
+            return self._send(200, data[:limit] if limit is not None else data, "text/plain")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+
+        def write(text: str) -> bool:
+            nonlocal sent
+            data = text.encode()
+            if limit is not None:
+                data = data[:max(0, limit - sent)]
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                sent += len(data)
+            return limit is None or sent < limit
+
+        try:
+            going = write(body)
+            while going:
+                with kube._cond:
+                    while cursor >= len(log.entries) and not log.closed and not kube._stopping.is_set():
+                        kube._cond.wait(0.2)
+                    if cursor >= len(log.entries):
+                        break
+                    more = log.render(cursor, len(log.entries), stamps, ended_line)
+                    cursor, ended_line = len(log.entries), log.entries[-1][1] == "F"
+                going = write(more)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
 
     def _watch(self, res: Resource, ns: str | None, query: dict) -> None:
         self.send_response(200)

@@ -1,5 +1,7 @@
 """`helm nemo diff` and `upgrade --diff`: the real Helm 3.17.2 and 4.1.4 against the loopback API emulator
-(tests/kube_emulator.py), plus the comparison and its display without helm."""
+(tests/kube_emulator.py), plus the comparison and its display without helm. The emulator is an empty API
+server the recipe could not run on, so installs and upgrades here pass --no-preflight (test_preflight.py
+covers the checks)."""
 
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def test_release_not_installed_is_all_added(helm, kube, env):
 
 
 def test_unchanged_recipe_is_exit_0_and_silent(helm, kube, env):
-    ok(nemo(["install", "--values", str(RECIPE), *NS], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     writes = len([r for r in kube.requests if r.method != "GET"])
     proc = nemo(["diff", "--values", str(RECIPE), *NS], env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
@@ -88,7 +90,7 @@ def test_unchanged_recipe_is_exit_0_and_silent(helm, kube, env):
 
 
 def test_a_changed_value_is_exactly_that_field(helm, kube, env, tmp_path):
-    ok(nemo(["install", "--values", str(RECIPE), *NS], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     code, report = diff_json(RECIPE, {**env, "KUEUE_NAME": "queue-2"})
     changed = [(r["release"], o) for r in report["releases"] for o in r["objects"]]
     assert code == 1 and len(changed) == 1
@@ -118,7 +120,7 @@ def test_a_changed_value_is_exactly_that_field(helm, kube, env, tmp_path):
 
 
 def test_a_changed_launcher_script_is_a_unified_diff(helm, kube, env, tmp_path):
-    ok(nemo(["install", "--values", str(RECIPE), *NS], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     examples = copy_examples(tmp_path)
     launcher = examples / "launchers" / "nemo2-pretrain.sh"
     launcher.write_text(launcher.read_text().replace("set -euo pipefail", "set -euxo pipefail"))
@@ -140,7 +142,7 @@ def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
         "      valueFrom:\n        secretKeyRef:\n          name: hf-token\n          key: token\n", "      value: ${HUGGING_FACE_TOKEN}\n"))
     shutil.copytree(EXAMPLES / "launchers", tmp_path / "launchers")
     first, second = "hf_FIRSTsecretVALUE123", "hf_SECONDsecretVALUE456"
-    ok(nemo(["install", "--values", str(values), *NS], {**env, "HUGGING_FACE_TOKEN": first}))
+    ok(nemo(["install", "--no-preflight", "--values", str(values), *NS], {**env, "HUGGING_FACE_TOKEN": first}))
     for args in ([], ["-o", "json"]):
         proc = nemo(["diff", "--values", str(values), *NS, *args], {**env, "HUGGING_FACE_TOKEN": second})
         assert proc.returncode == 1, proc.stderr
@@ -153,7 +155,7 @@ def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
 
 
 def test_a_failing_cluster_call_is_exit_2_with_one_message(helm, kube, env):
-    ok(nemo(["install", "--values", str(RECIPE), *NS], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     fault = kube.fail_next("GET", "Secret", namespace="ml-team", status=500, message="etcdserver: request timed out",
                            times=5)
     proc = nemo(["diff", "--values", str(RECIPE), *NS], env)
@@ -169,9 +171,9 @@ def test_a_failing_cluster_call_is_exit_2_with_one_message(helm, kube, env):
 
 
 def test_upgrade_diff_prints_the_diff_then_upgrades_keeping_the_job_timestamp(helm, kube, env):
-    ok(nemo(["install", "--values", str(RECIPE), *NS], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     stamp = _job_timestamp(kube)
-    proc = ok(nemo(["upgrade", "--values", str(RECIPE), *NS, "--diff"], {**env, "KUEUE_NAME": "queue-2"}))
+    proc = ok(nemo(["upgrade", "--no-preflight", "--values", str(RECIPE), *NS, "--diff"], {**env, "KUEUE_NAME": "queue-2"}))
     assert proc.stdout.startswith("release llama31-405b in ml-team")
     assert '"queue-1" → "queue-2"' in proc.stdout.split("\n\n")[0]
     assert "[3/3] upgrade llama31-405b" in proc.stderr
@@ -195,7 +197,7 @@ def test_bad_values_are_exit_2_before_any_cluster_call(helm, kube, env, tmp_path
     proc = nemo(["diff", "--values", str(recipe), *NS], env)
     assert proc.returncode == 2 and proc.stdout == ""
     assert re.search(rf"{re.escape(str(recipe))}:\d+:\d+: \$\.workload\.gpus: 430 ", proc.stderr)
-    proc = nemo(["upgrade", "--values", str(recipe), *NS, "--diff"], env)
+    proc = nemo(["upgrade", "--no-preflight", "--values", str(recipe), *NS, "--diff"], env)
     assert proc.returncode == 2
     assert kube.requests == []
 

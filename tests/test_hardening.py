@@ -127,7 +127,7 @@ def _wait_for(path: Path, text: str, seconds: float = 20) -> None:
 def test_a_signal_reaches_helm_which_is_waited_for_and_the_recipe_says_what_is_installed(tmp_path, signum, code):
     helm = fake_helm(tmp_path, BLOCKING_HELM)
     values = write(tmp_path, recipe("rel-a", "rel-b", "rel-c"))
-    proc = subprocess.Popen([CLI, "install", "--values", str(values), "--skip-manifest-validation"],
+    proc = subprocess.Popen([CLI, "install", "--values", str(values), "--skip-manifest-validation", "--no-preflight"],
                             env=cli_env(tmp_path, helm, BLOCK="rel-b"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     _wait_for(tmp_path / "events.log", "rel-b started")

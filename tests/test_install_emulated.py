@@ -1,6 +1,11 @@
 """The real `helm install / upgrade / uninstall` (Helm 3.17.2 and 4.1.4) against the loopback Kubernetes
 API emulator (tests/kube_emulator.py): plain helm, `python -m helm_nemo`, and `helm nemo` as an installed
-plugin. Every test gets its own emulator on a free port, stopped at the end even on failure."""
+plugin. Every test gets its own emulator on a free port, stopped at the end even on failure.
+
+The emulator here is an empty API server (no nodes, no Kueue queue, no CSI driver): the recipe could not
+run there, so `helm nemo install` would stop at its preflight. These tests are about what helm does, and
+pass `--no-preflight` as a user would on such a cluster; install with its preflight (passing and failing,
+Helm 3 and 4) is tests/test_preflight.py's."""
 
 from __future__ import annotations
 
@@ -255,7 +260,7 @@ def test_install_into_taken_name_fails_and_changes_nothing(helm, kube, env):
 def test_nemo_install_and_uninstall_recipe(helm, kube, env):
     expected = rendered(env, ["--values", str(RECIPE), "-n", "ml-team"])
     assert kube.requests == []  # rendering needs no cluster
-    proc = ok(nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env))
+    proc = ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env))
     assert [line for line in proc.stderr.splitlines() if line.startswith("[")] == [
         f"[{n}/3] install {name} ({path})" for n, (name, path) in enumerate(
             zip(RECIPE_RELEASES, ["charts/supervisor", "charts/gcs-fuse", "charts/a3ultra/jobset"]), start=1)
@@ -292,7 +297,7 @@ def test_nemo_schema_error_exits_2_and_sends_nothing(helm, kube, env, tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert re.search(rf"{re.escape(str(bad))}:\d+:\d+: \$\.workload\.gpus: 430 ", proc.stderr)
         assert "Nothing was sent to helm." in proc.stderr
-    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], {**env, "GCS_BUCKET": "b"})
+    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], {**env, "GCS_BUCKET": "b"})
     assert proc.returncode == 2 and "bucketName" in proc.stderr
     assert kube.requests == []
     # uninstall reads the release names only (issue 16): the schema error is not its business
@@ -304,7 +309,7 @@ def test_nemo_install_failure_stops_and_says_what_is_installed(helm, kube, env):
     # The storage release's PV name is taken: release 1 installs, release 2 fails, release 3 never starts.
     kube.put({"apiVersion": "v1", "kind": "PersistentVolume",
               "metadata": {"name": "llama31-405b-storage-llama31-405b-checkpoints-pv"}, "spec": {}})
-    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env)
+    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env)
     assert proc.returncode == 1, proc.stderr
     assert "install of llama31-405b-storage failed" in proc.stderr
     assert "Installed by this run: llama31-405b-supervisor." in proc.stderr
@@ -343,7 +348,7 @@ def test_helm_nemo_plugin_install_and_uninstall(helm, kube, plugin_home, tmp_pat
     env.pop("HELM_BIN", None)  # helm sets it for the plugin
     binary = str(helm.binary)
     # helm strips -n and passes HELM_NAMESPACE (and KUBECONFIG) down to the plugin and its inner helm.
-    ok(run([binary, "nemo", "install", "--values", str(RECIPE), "-n", "ml-team"], env))
+    ok(run([binary, "nemo", "install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env))
     assert release_secrets(kube, "ml-team") == {f"sh.helm.release.v1.{r}.v1": "deployed" for r in RECIPE_RELEASES}
     assert kube.names("JobSet", "ml-team") == ["llama31-405b"]
     assert kube.objects("JobSet", "default") == []
@@ -358,7 +363,7 @@ def test_helm_nemo_plugin_install_and_uninstall(helm, kube, plugin_home, tmp_pat
 
 
 def test_nemo_atomic_waits_for_ready_objects(helm, kube, env):
-    proc = ok(nemo(["install", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "60s"], env))
+    proc = ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "60s"], env))
     assert "deprecated" not in proc.stderr  # Helm 4 got --rollback-on-failure, not --atomic
     assert release_secrets(kube, "ml-team") == {f"sh.helm.release.v1.{r}.v1": "deployed" for r in RECIPE_RELEASES}
     if helm.name == "helm4":  # kstatus watcher: watch-list streams of each kind
@@ -373,7 +378,7 @@ def test_nemo_atomic_waits_for_ready_objects(helm, kube, env):
 
 def test_nemo_atomic_rolls_back_when_not_ready(helm, kube, env):
     kube.ready = False  # no controller: Deployments never become available
-    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "1s"], env)
+    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "1s"], env)
     assert proc.returncode == 1, proc.stderr
     assert "install of llama31-405b-supervisor failed" in proc.stderr
     assert "Installed by this run: none." in proc.stderr
@@ -425,7 +430,7 @@ def test_nemo_install_server_error_leaves_a_failed_release(helm, kube, env):
     supervisor_objects = [o for o in rendered(env, ["--values", str(RECIPE), "-n", "ml-team"]) if SUPERVISOR in o[2]]
     assert ("DaemonSet", "ml-team", DAEMONSET) in supervisor_objects
     fault = _fail_supervisor_daemonset(helm, kube)
-    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env)
+    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env)
 
     assert proc.returncode == 1, proc.stderr  # helm's exit code, passed through
     _assert_create_failed_once(helm, fault)
@@ -454,7 +459,7 @@ def test_nemo_install_server_error_leaves_a_failed_release(helm, kube, env):
 
 def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env):
     fault = _fail_supervisor_daemonset(helm, kube)
-    proc = nemo(["install", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "5s"], env)
+    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "5s"], env)
 
     assert proc.returncode == 1, proc.stderr
     _assert_create_failed_once(helm, fault)
@@ -492,7 +497,7 @@ def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env
 
 
 def test_nemo_uninstall_server_error_goes_on_and_names_the_release(helm, kube, env):
-    ok(nemo(["install", "--values", str(RECIPE), "-n", "ml-team"], env))
+    ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env))
     unavailable = "the server is currently unable to handle the request"
     fault = kube.fail_next("DELETE", "JobSet", name="llama31-405b", namespace="ml-team", status=503,
                            message=unavailable)

@@ -767,7 +767,7 @@ def test_install_validates_every_release_before_the_first_install(planted_render
     result = _invoke(["install", "--values", str(RECIPE), "-n", "ml-team"])
     assert result.exit_code == 2 and planted_render == []
     assert "nothing was installed" in result.stderr
-    result = _invoke(["install", "--values", str(RECIPE), "-n", "ml-team", "--skip-manifest-validation"])
+    result = _invoke(["install", "--values", str(RECIPE), "-n", "ml-team", "--skip-manifest-validation", "--no-preflight"])
     assert result.exit_code == 0 and len(planted_render) == 1
 
 

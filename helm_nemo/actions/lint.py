@@ -129,16 +129,17 @@ def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUB
 SKIP_HINT = "(--skip-manifest-validation skips this check)"
 
 
-def preflight(plans, helm, extra: list[str], *, echo=print) -> int:
-    """Before installing: render and validate every release of the recipe, so none is installed if one is
-    invalid. 0 when all are clean."""
+def preflight(plans, helm, extra: list[str], *, echo=print, validate: bool = True, cluster=None) -> int:
+    """Before installing: render every release of the recipe and validate it (unless `validate` is False),
+    then give the rendered [(plan, text)] to `cluster` (the cluster preflight, helm_nemo.actions.preflight),
+    so none is installed if one is invalid or a check fails. 0 when all are clean."""
     kube_version = kube_version_from_flags(extra)
     rendered, code = releases.render_each(plans, helm, extra, echo, empty="; nothing was installed",
                                           failed=f" for validation failed; nothing was installed {SKIP_HINT}",
-                                          warm=lambda: warm_validators(plans, kube_version))
+                                          warm=(lambda: warm_validators(plans, kube_version)) if validate else None)
     if code:
         return code
-    if not check_recipe(rendered, kube_version=kube_version, echo=echo):
+    if validate and not check_recipe(rendered, kube_version=kube_version, echo=echo):
         echo(f"helm nemo: nothing was installed {SKIP_HINT}")
         return releases.EXIT_INVALID_MANIFESTS
-    return 0
+    return cluster(rendered) if cluster is not None else 0

@@ -18,19 +18,23 @@ _RELEASE = {**_VALUES, "--chart": ("chart", "value"), "--version": ("chart_versi
             "--chart-repo": ("chart_repo", "value"), "-n": ("namespace", "value"), "--namespace": ("namespace", "value")}
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
+_PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
 _COMMON_DEFAULTS = {"values_files": (), "root": None, "show_secrets": False, "chart": None, "chart_version": None,
                     "chart_repo": None, "namespace": None, "release": None}
 
 # command -> (its options, the defaults of the ones beyond _RELEASE)
 COMMANDS = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
-    "install": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
+    "install": ({**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT},
+                {"skip_manifest_validation": False, "target": "kubernetes", "no_preflight": False, "preflight_only": False}),
     "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
     "upgrade": ({**_RELEASE, "-i": ("install_missing", "flag"), "--install": ("install_missing", "flag"),
                  "--diff": ("show_diff", "flag"), "--recreate": ("recreate", "flag"), "--new-run": ("new_run", "flag"),
-                 **_SKIP},
+                 **_SKIP, **_PREFLIGHT},
                 {"install_missing": False, "show_diff": False, "skip_manifest_validation": False, "recreate": False,
-                 "new_run": False}),
+                 "new_run": False, "no_preflight": False, "preflight_only": False}),
+    "preflight": ({**_RELEASE, "-o": ("output", "value"), "--output": ("output", "value"),
+                   "--no-color": ("no_color", "flag")}, {"output": "text", "no_color": False}),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
 _TARGETS = ("kubernetes", "slurm")
@@ -86,7 +90,7 @@ def parse(command: str, args: list[str]) -> dict | None:
     root = params["root"]
     if root is not None and not (os.path.isdir(root) and os.access(root, os.R_OK)):
         return None  # click: does not exist / is a file / not readable
-    if params.get("target", "kubernetes") not in _TARGETS:
+    if params.get("target", "kubernetes") not in _TARGETS or params.get("output", "text") not in ("text", "json"):
         return None
     params["values_files"] = tuple(values)
     params["release"] = positional[0] if positional else None

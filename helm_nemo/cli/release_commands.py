@@ -69,16 +69,50 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
     sys.exit(code)
 
 
-def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False) -> int:
-    """install/upgrade: render and validate every release before the first is sent (0: go on)."""
-    if skip:
+def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, preflight: bool = True,
+              install_missing: bool = False) -> int:
+    """install/upgrade: render every release, validate it (unless `skip`) and run the cluster preflight
+    (unless not `preflight`) before the first is sent (0: go on)."""
+    preflight = preflight and not _client_dry_run(extra)
+    if skip and not preflight:
         return 0
     from helm_nemo.actions import releases
-    from helm_nemo.actions.lint import preflight
+    from helm_nemo.actions.lint import preflight as render_and_check
 
     for plan in plans:  # validate exactly what is installed (an upgrade keeps the installed stamp)
         releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
-    return preflight(plans, helm, extra, echo=_say)
+    cluster = None
+    if preflight:
+        def cluster(rendered):
+            from helm_nemo.actions.preflight import before_install
+
+            return before_install(plans, rendered, extra, upgrade=upgrade, install_missing=install_missing, echo=_say)
+    return render_and_check(plans, helm, extra, echo=_say, validate=not skip, cluster=cluster)
+
+
+def _client_dry_run(extra: list[str]) -> bool:
+    """`--dry-run` (client): helm talks to no cluster and installs nothing, so neither do the checks
+    (`--dry-run=server` reads the cluster: the checks run)."""
+    return any(a == "--dry-run" or a.partition("=")[0] == "--dry-run" and a.partition("=")[2] in ("client", "true")
+               for a in extra)
+
+
+def _preflight_flags(no_preflight: bool, preflight_only: bool) -> None:
+    if no_preflight and preflight_only:
+        from helm_nemo.cli import _usage_error
+
+        _usage_error("--no-preflight and --preflight-only exclude each other",
+                     "--preflight-only runs the checks and installs nothing; --no-preflight installs without them")
+
+
+def _only(code: int, preflight_only: bool, verb: str) -> int | None:
+    """The exit code when the command stops after the checks (a failure, or --preflight-only), else None."""
+    if code:
+        return code
+    if preflight_only:
+        _say(f"helm nemo: --preflight-only: nothing was {verb}")
+        return 0
+    return None
 
 
 def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
@@ -108,7 +142,7 @@ def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
     return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
-def install(plans, extra, skip_manifest_validation=False, target="kubernetes"):
+def install(plans, extra, skip_manifest_validation=False, target="kubernetes", no_preflight=False, preflight_only=False):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install);
     with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
     from helm_nemo.actions import releases
@@ -118,8 +152,11 @@ def install(plans, extra, skip_manifest_validation=False, target="kubernetes"):
 
         return slurm_cli.install(plans, extra)
 
+    _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
-    return validated(plans, helm, extra, skip_manifest_validation) or releases.install(plans, helm, extra, echo=_say)
+    code = validated(plans, helm, extra, skip_manifest_validation, preflight=not no_preflight)
+    stop = _only(code, preflight_only, "installed")
+    return stop if stop is not None else releases.install(plans, helm, extra, echo=_say)
 
 
 def lint(plans, extra, kube_version=None):
@@ -136,19 +173,19 @@ def lint(plans, extra, kube_version=None):
 
 
 def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, recreate=False,
-            new_run=False):
-    """Upgrade the release(s) of a values or recipe file, in order (all validated and classified before the first
-    upgrade; an installed release keeps its job timestamp; one the cluster cannot change in place is recreated
-    with --recreate / --new-run, or nothing is done)."""
+            new_run=False, no_preflight=False, preflight_only=False):
+    """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster and
+    classified before the first upgrade; an installed release keeps its job timestamp; one the cluster cannot
+    change in place is recreated with --recreate / --new-run, or nothing is done)."""
     from helm_nemo import secrets
     from helm_nemo.actions import releases, upgrade as upgrading
 
     if recreate and new_run:
-        from helm_nemo.user_errors import Problem, UserError
-        from helm_nemo.values.recipe import COMMAND_LINE
+        from helm_nemo.cli import _usage_error
 
-        raise UserError(Problem(COMMAND_LINE, None, None, "$", "--recreate and --new-run exclude each other",
-                                hint="--recreate resumes the installed run; --new-run starts a new one"))
+        _usage_error("--recreate and --new-run exclude each other",
+                     "--recreate resumes the installed run; --new-run starts a new one")
+    _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
     if show_diff:
         code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
@@ -161,9 +198,11 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
             _say(f"warning: {warning}")
         plan.warnings = []
     pinned = upgrading.pinned_runs(plans)
-    code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True)
-    if code:
-        return code
+    code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True, preflight=not no_preflight,
+                     install_missing=install_missing)
+    stop = _only(code, preflight_only, "upgraded")
+    if stop is not None:
+        return stop
     hint = f"helm nemo upgrade {plans[0].values_flags()}{releases.namespace_flag(extra)}"
     mode = upgrading.RECREATE if recreate else upgrading.NEW_RUN if new_run else None
     return upgrading.upgrade(plans, helm, extra, mode=mode, install_missing=install_missing, validate=False,
@@ -201,6 +240,16 @@ def status(plans, extra, target="slurm"):
     return slurm_cli.status(plans, extra)
 
 
+def preflight(plans, extra, output="text", no_color=False):
+    """Check the cluster helm would use can run the release(s), read-only: API and version, served kinds,
+    namespace and release name, Kueue queue and quota, nodes and free GPUs, the profile's networks,
+    DeviceClasses and CSI drivers, referenced objects, RBAC. Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    from helm_nemo.actions import preflight as checking
+
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    return checking.run(plans, _helm(), extra, output=output, color=color, out=_out, err=_say)
+
+
 # Release command -> (its body, whether it needs only the release names).
-BODIES = {"template": (template, False), "install": (install, False), "lint": (lint, False),
+BODIES = {"preflight": (preflight, False), "template": (template, False), "install": (install, False), "lint": (lint, False),
           "upgrade": (upgrade, False), "uninstall": (uninstall, True), "status": (status, False)}

@@ -1,5 +1,5 @@
-"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate, status
-(a values or recipe file -> release plans -> the real helm, or the Slurm target). What they do is in
+"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate
+(a values or recipe file -> release plans -> the real helm, or the Slurm target; status is in cli/observe.py). What they do is in
 cli/release_commands.py, which cli/direct.py also calls without click."""
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def _skip_validation_option(func):
                         help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
 
 
+def _preflight_options(func):
+    func = click.option("--no-preflight", is_flag=True,
+                        help="Do not check the cluster first (helm nemo preflight's checks).")(func)
+    func = click.option("--preflight-only", is_flag=True,
+                        help="Run the cluster checks (after validation) and stop: nothing is installed.")(func)
+    return func
+
+
 def _target_option(func):
     return click.option("--target", type=click.Choice(["kubernetes", "slurm"]), default="kubernetes", show_default=True,
                         help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).")(func)
@@ -76,7 +84,7 @@ def _release_command(body):
 template = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
     _release_command(run.template)))))
 install = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
-    _release_command(run.install)))))
+    _preflight_options(_release_command(run.install))))))
 lint = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
     "--kube-version", default=None, metavar="X.Y",
     help="Kubernetes version to validate for (default 1.32); also passed to helm template.")(_release_command(run.lint))))
@@ -90,11 +98,13 @@ upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
                 click.option("--new-run", is_flag=True,
                              help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint "
                                   "directories).")(
-                    _skip_validation_option(_release_command(run.upgrade))))))))
+                    _skip_validation_option(_preflight_options(_release_command(run.upgrade)))))))))
 uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
-status = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
-    "--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
-    help="Only Slurm for now (Kubernetes: helm status / kubectl).")(_release_command(run.status))))
+preflight = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
+    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="text: a checklist; json: one document for scripts.")(click.option(
+        "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")(
+        _release_command(run.preflight)))))
 
 
 @click.command(context_settings=PASSTHROUGH)

@@ -46,6 +46,7 @@ _OPTIONAL = {
     "computeDomain": False,
     "fabric": None,
     "extraResources": {},
+    "preflight": {},
     "resiliency": {},
     "gcsfuseSidecarLimits": None,
     "kueueQueueHint": None,

@@ -1,0 +1,130 @@
+"""What the checks read from the cluster, each read once (cached) and the big ones started side by side.
+
+Every read is a GET or LIST (plus SelfSubjectAccessReviews, which change nothing). A read that is
+forbidden or fails is remembered as such, so the checks that need it say `skipped` with the reason
+instead of failing the whole run.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from helm_nemo.kube.errors import KubeApiError, KubeError
+
+
+class Unavailable(Exception):
+    """A read the checks needed could not be made (forbidden, server error): the check is skipped."""
+
+
+class Facts:
+    def __init__(self, client):
+        self.client = client
+        self.namespace = client.namespace
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self._threads: dict[str, threading.Thread] = {}
+
+    # ---- caching
+    def _once(self, key, read):
+        with self._lock:
+            thread = self._threads.get(key)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._lock:
+            if key in self._cache:
+                value = self._cache[key]
+                if isinstance(value, BaseException):
+                    raise value
+                return value
+        try:
+            value = read()
+        except KubeApiError as err:
+            value = Unavailable(f"{err.method} {err.path}: {err.code} {err.reason}: {err.message}")
+        except KubeError as err:
+            value = err
+        with self._lock:
+            self._cache[key] = value
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def prefetch(self, key, read) -> None:
+        """Start a read in a thread; the first `_once(key, …)` waits for it."""
+        def run():
+            try:
+                self._once(key, read)
+            except Exception:
+                pass
+
+        thread = threading.Thread(target=run, daemon=True)
+        with self._lock:
+            self._threads[key] = thread
+        thread.start()
+
+    # ---- discovery
+    def version(self) -> dict:
+        return self._once("version", self.client.version)
+
+    def resources(self, group_version: str) -> dict[str, dict] | None:
+        """kind -> its APIResource (name = plural, namespaced) for a served group/version; None: not served."""
+        def read():
+            found = self.client.resources(group_version)
+            if found is None:
+                return None
+            return {r["kind"]: r for r in found if "/" not in r.get("name", "")}
+        return self._once(("resources", group_version), read)
+
+    def served(self, api_version: str, kind: str) -> dict | None:
+        return (self.resources(api_version) or {}).get(kind)
+
+    def path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str | None:
+        """The REST path of a kind (a collection, or one object), or None when the kind is not served."""
+        resource = self.served(api_version, kind)
+        if resource is None:
+            return None
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if resource.get("namespaced") and namespace is not None:
+            base += f"/namespaces/{namespace}"
+        base += f"/{resource['name']}"
+        return base + (f"/{name}" if name else "")
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """One object, or None when it (or its kind) does not exist."""
+        def read():
+            path = self.path(api_version, kind, namespace, name)
+            return None if path is None else self.client.get_or_none(path)
+        return self._once(("get", api_version, kind, namespace, name), read)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None, query: dict | None = None) -> list[dict] | None:
+        def read():
+            path = self.path(api_version, kind, namespace)
+            return None if path is None else self.client.list(path, query)
+        key = ("list", api_version, kind, namespace, tuple(sorted((query or {}).items())))
+        return self._once(key, read)
+
+    # ---- the big lists
+    def read_nodes(self) -> list[dict]:
+        return self.client.list("/api/v1/nodes")
+
+    def read_pods(self) -> list[dict]:
+        """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
+        return self.client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
+
+    def nodes(self) -> list[dict]:
+        return self._once("nodes", self.read_nodes)
+
+    def pods(self) -> list[dict]:
+        return self._once("pods", self.read_pods)
+
+    def allowed(self, verb: str, group: str, resource: str, namespace: str | None) -> tuple[bool, str]:
+        """A SelfSubjectAccessReview: (allowed, the server's reason)."""
+        def read():
+            attributes = {"verb": verb, "group": group, "resource": resource}
+            if namespace:
+                attributes["namespace"] = namespace
+            review = self.client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": attributes}})
+            status = review.get("status") or {}
+            return bool(status.get("allowed")), status.get("reason") or status.get("evaluationError") or ""
+        return self._once(("ssar", verb, group, resource, namespace), read)
