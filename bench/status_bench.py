@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ def build(kube, pods: int, log_mb: int) -> int:
     steps = int(target / per_step) + 1
     text = S.nemo2_log(steps, 10_000_000)
     lines = text.count("\n")
-    started = datetime.now(timezone.utc) - timedelta(seconds=lines * 0.001)
+    started = datetime.now(UTC) - timedelta(seconds=lines * 0.001)
     kube.write_log("ml-team", S.pod(RELEASE, 0)["metadata"]["name"], text, at=started, step_s=0.001)
     return len(text), steps
 
