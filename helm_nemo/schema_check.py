@@ -235,7 +235,8 @@ class Validator:
                 extra_schema = schema["additionalProperties"]
                 if extra_schema is False and extra:
                     listed = ", ".join(repr(k) for k in extra)
-                    yield err("additionalProperties", f"Additional properties are not allowed ({listed} {'was' if len(extra) == 1 else 'were'} unexpected)")
+                    were = 'was' if len(extra) == 1 else 'were'
+                    yield err("additionalProperties", f"Additional properties are not allowed ({listed} {were} unexpected)")
                 elif isinstance(extra_schema, dict):
                     for key in extra:
                         yield from self._check(extra_schema, value[key], path + (key,))

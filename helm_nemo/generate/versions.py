@@ -7,8 +7,9 @@ counts). A version is *released* once CHANGELOG.md has an entry for it
 rewrites one. `helm-nemo generate --check` fails when a chart's content differs from the entry of its
 current version (naming the next patch version to use), when a released version is not locked, or when
 CHANGELOG.md and the lock disagree (a locked version without an entry, an entry that nothing locks). A
-version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same digest goes into the published chart as the
-`helm-nemo.dev/content-digest` annotation, which is how `publish` tells "same content" apart.
+version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same
+digest goes into the published chart as the `helm-nemo.dev/content-digest` annotation, which is how `publish`
+tells "same content" apart.
 """
 
 from __future__ import annotations

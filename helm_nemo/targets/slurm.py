@@ -457,7 +457,8 @@ class _Renderer:
                 "done",
             ]
         if checkpoints:
-            lines.append('args=("++exp_manager.checkpoint_callback_params.dirpath=$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")')
+            lines.append('args=("++exp_manager.checkpoint_callback_params.dirpath='
+                         '$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")')
         lines += [
             "cmd=(torchrun",
             '  --nproc-per-node="$GPUS_PER_NODE" --nnodes="$NNODES" --node_rank="$NODE_RANK"',

@@ -13,7 +13,8 @@ from helm_nemo.validate.checks.containers import check_containers
 from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names, check_sizes
 from helm_nemo.validate.checks.quantities import check_quantities
 from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
-from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, mapping, parse_documents, short, text
+from helm_nemo.validate.documents import (ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem,
+                                         mapping, parse_documents, short, text)
 from helm_nemo.validate.pods import pod_templates
 from helm_nemo.validate.schemas import resolve_kube_version
 

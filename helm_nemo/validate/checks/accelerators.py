@@ -10,7 +10,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from collections.abc import Mapping
 
-from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, mapping, short
+from helm_nemo.validate.documents import (Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE,
+                                         INTERFACES_ANNOTATION, mapping, short)
 from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource, resource_amount
 
 def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: dict | None) -> None:
