@@ -204,8 +204,8 @@ class Validator:
                 yield err("exclusiveMinimum", f"{value} is less than or equal to {schema['exclusiveMinimum']}")
             if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
                 yield err("exclusiveMaximum", f"{value} is greater than or equal to {schema['exclusiveMaximum']}")
-            if "format" in schema and format_error(value, schema["format"]):
-                yield err("format", format_error(value, schema["format"]))
+            if "format" in schema and (message := format_error(value, schema["format"])):
+                yield err("format", message)
             if "multipleOf" in schema:
                 quotient = value / schema["multipleOf"]
                 if quotient != int(quotient):

@@ -100,7 +100,9 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     `chart`, `accelerator` lines, or the same keys at the top of its `values:` (which win, as in
     values/recipe.py). Anything unusual (flow style, tabs, `version:`): None."""
     items: list[dict] = []
-    dash = key_col = values_col = None
+    dash: int | None = None
+    key_col: int | None = None
+    values_col: int | None = None
     in_values = False
     for line in lines:
         content = line.lstrip(" ")
@@ -117,7 +119,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
             dash, key_col, in_values, values_col = col, col + 2, False, None
             items.append({"item": {}, "values": {}})
             content, col = content[2:], col + 2
-        if not items or col < key_col:
+        if not items or key_col is None or col < key_col:
             return None
         pair = _key_value(content.split(" #")[0].rstrip())
         if col == key_col:
@@ -201,7 +203,8 @@ class StartedHelm:
         import _signal  # the C module behind `signal`, whose import (enum) costs ~4 ms here
         import _thread
 
-        self.args, self.returncode = args, None
+        self.args = args
+        self.returncode: int | None = None
         self._lock = _thread.allocate_lock()
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -242,7 +245,9 @@ class StartedHelm:
         return self._reap(block=False)
 
     def wait(self) -> int:
-        return self._reap(block=True)
+        code = self._reap(block=True)
+        assert code is not None  # a blocking wait ends with the exit code
+        return code
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -256,4 +261,5 @@ class StartedHelm:
         pump = Pump(self, text, None, None)
         pump.run()
         self.wait()
-        return tuple(pump.text(s).replace("\r\n", "\n").replace("\r", "\n") for s in (self.stdout, self.stderr))
+        out, err = (pump.text(s).replace("\r\n", "\n").replace("\r", "\n") for s in (self.stdout, self.stderr))
+        return out, err

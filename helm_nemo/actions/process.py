@@ -24,8 +24,10 @@ import threading
 from contextlib import contextmanager
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import TextIO
+    from typing import IO, TextIO
     from collections.abc import Iterator
+
+    from helm_nemo.actions.early import StartedHelm
 
 from helm_nemo.secrets import mask
 
@@ -198,7 +200,8 @@ def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool 
 class Pump:
     """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
 
-    def __init__(self, proc: subprocess.Popen, input: str | None, out: TextIO | None, err: TextIO | None):
+    def __init__(self, proc: subprocess.Popen[bytes] | StartedHelm, input: str | None, out: TextIO | None,
+                 err: TextIO | None):
         self.proc = proc
         self.data = memoryview(input.encode("utf-8")) if input is not None else None
         self.targets = {proc.stdout: out, proc.stderr: err}
@@ -230,16 +233,19 @@ class Pump:
     def run(self) -> None:
         with selectors.DefaultSelector() as selector:
             if self.data is not None:
+                assert self.proc.stdin is not None  # a pipe whenever there is input
                 if len(self.data):
                     selector.register(self.proc.stdin, selectors.EVENT_WRITE)
                 else:
                     self.proc.stdin.close()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                selector.register(stream, selectors.EVENT_READ)
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                assert pipe is not None  # always pipes
+                selector.register(pipe, selectors.EVENT_READ)
             while selector.get_map():
                 for key, _ in selector.select():
-                    stream = key.fileobj
+                    stream: IO[bytes] = key.fileobj  # type: ignore[assignment]  # one of the pipes registered above
                     if stream is self.proc.stdin:
+                        assert self.data is not None
                         try:
                             written = os.write(stream.fileno(), self.data[:65536])
                         except BrokenPipeError:  # helm stopped reading (it failed early)

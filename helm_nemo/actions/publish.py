@@ -109,7 +109,7 @@ def with_digest_annotation(chart_yaml: str, digest: str) -> str:
     for index, text in enumerate(lines):
         if re.match(r"^annotations:\s*(#.*)?$", text):
             following = next((t for t in lines[index + 1:] if t.strip()), "")
-            indent = re.match(r"^(\s*)", following).group(1) if following.startswith((" ", "\t")) else "  "
+            indent = following[:len(following) - len(following.lstrip())] if following.startswith((" ", "\t")) else "  "
             lines.insert(index + 1, indent + line)
             return "\n".join(lines)
     return chart_yaml.rstrip("\n") + f"\nannotations:\n  {line}\n"

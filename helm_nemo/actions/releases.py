@@ -96,7 +96,7 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     from helm_nemo.actions import early
 
     process.check_interrupted()  # a signal while validating: no helm gets the values (a started one is killed)
-    runs = []
+    runs: list[tuple[list[str], subprocess.Popen[str], str, dict[str, str]]] = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
         proc = early.take(args)  # started before validation for exactly this command: it waits for its values
@@ -135,7 +135,7 @@ def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], sa
     """`helm template` of every release side by side (`warm` runs meanwhile): ([(plan, text)] of the releases
     before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
     `say` with `failed` / `empty` after the message)."""
-    rendered = []
+    rendered: list[tuple[ReleasePlan, str]] = []
     for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm), strict=True):
         if proc.returncode != 0:
             say(proc.stderr.rstrip())
@@ -251,7 +251,9 @@ def _namespace_flag(args: list[str]) -> str:
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:
     """Reverse order. A release that is not installed is skipped (the clean-up after an install that
     stopped half-way, which install suggests), unless none of the releases is installed."""
-    failed, missing, done = [], [], []
+    failed: list[str] = []
+    missing: list[str] = []
+    done: list[str] = []
     ordered = list(reversed(plans))
     for index, plan in enumerate(ordered, start=1):
         flags = translate_flags(extra, helm.major) if needs_translation(extra) else list(extra)

@@ -22,7 +22,7 @@ _COMMON_DEFAULTS = {"values_files": (), "root": None, "show_secrets": False, "ch
                     "chart_repo": None, "namespace": None, "release": None}
 
 # command -> (its options, the defaults of the ones beyond _RELEASE)
-COMMANDS = {
+COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "install": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),

@@ -56,8 +56,8 @@ def _pair(diff, masker: Masker) -> tuple[Any, Any]:
 
 
 def _mask_like(old: str, masked_new: str) -> str:
-    prefixes = {line[:line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
-    prefixes = sorted((p for p in prefixes if p.strip()), key=len, reverse=True)
+    found = {line[:line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
+    prefixes = sorted((p for p in found if p.strip()), key=len, reverse=True)
     lines = []
     for line in old.split("\n"):
         for prefix in prefixes:

@@ -88,7 +88,7 @@ def to_yaml(value: Any, indent: int = 0) -> str:
     """
     import yaml
 
-    class BlockDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    class BlockDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # C dumper if built
         """Multi-line strings as literal blocks, sequences indented under their key like kubectl."""
 
     def represent_str(dumper, data):

@@ -75,7 +75,7 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
                 if profile is None:
                     raise ValueError(f"{schema_file}: $profile marker in a schema bundled without a profile")
                 return _profile_value(profile, node["$profile"])
-            out = {}
+            out: dict[str, Any] = {}
             for key, value in node.items():
                 if key == REQUIRES:
                     continue

@@ -57,7 +57,7 @@ def content_digest(files: dict[str, bytes]) -> str:
 def chart_fields(chart_yaml: bytes) -> tuple[str, str]:
     """(name, version) of a Chart.yaml; a regex for the generated form, YAML for anything else."""
     text = chart_yaml.decode("utf-8")
-    found = dict(m.groups() for m in _FIELD.finditer(text))
+    found = {m.group(1): m.group(2) for m in _FIELD.finditer(text)}
     if "name" not in found or "version" not in found:
         import yaml
 
@@ -132,7 +132,9 @@ def next_patch(versions: list[str]) -> str:
     valid = [v for v in versions if SEMVER.match(v)]
     if not valid:
         return "1.0.0"
-    major, minor, patch, pre, _ = SEMVER.match(max(valid, key=version_key)).groups()
+    highest = SEMVER.match(max(valid, key=version_key))
+    assert highest is not None  # one of `valid`
+    major, minor, patch, pre, _ = highest.groups()
     # 1.1.0-rc.1 -> 1.1.0 is the next version; 1.0.0 -> 1.0.1
     return f"{major}.{minor}.{patch}" if pre else f"{major}.{minor}.{int(patch) + 1}"
 

@@ -241,5 +241,7 @@ def average_seconds(chosen: list[StepTiming]) -> float:
     """The mean step time, summed in file order (as the anchor does, so the result is bit-identical)."""
     total = 0.0
     for timing in chosen:
-        total += timing.value()
+        value = timing.value()
+        assert value is not None  # select_steps refuses a step without one
+        total += value
     return total / len(chosen)

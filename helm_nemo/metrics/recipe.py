@@ -86,7 +86,7 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
         return str(loaded.path), line, json_path(where)
 
     out = RecipeInputs(Path(loaded.path), release=name)
-    workload = values.get("workload") if isinstance(values.get("workload"), dict) else {}
+    workload = found if isinstance(found := values.get("workload"), dict) else {}
     if isinstance(values.get("accelerator"), str):
         out.accelerator = Found(values["accelerator"], *at(("accelerator",)))
     gpus = workload.get("gpus")
@@ -152,7 +152,7 @@ def _pruned(data: Any, paths: list[tuple]) -> Any:
             if last:
                 node[part] = source
             else:
-                empty = [] if isinstance(source, list) else {}
+                empty: list[Any] | dict[Any, Any] = [] if isinstance(source, list) else {}
                 if isinstance(node, dict):
                     node = node.setdefault(part, empty)
                 else:
@@ -166,9 +166,10 @@ def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dic
     (file, line, path prefix) for the Found values read from it."""
     import yaml
 
-    refs = values.get("files") if isinstance(values.get("files"), dict) else {}
+    refs = found if isinstance(found := values.get("files"), dict) else {}
     for key in CONFIG_KEYS:
-        text, where = None, None
+        text: str | None = None
+        where: tuple[str, int | None, str] = ("", None, "")  # set with `text`
         if isinstance(refs.get(key), str):
             line, _ = loaded.position(prefix + ("files", key))
             target = Path(refs[key])
@@ -213,6 +214,7 @@ def _arguments(workload: dict, at) -> tuple[dict[str, Found], dict[str, Found]]:
                 continue
             if not isinstance(item, str):
                 continue
+            value: str | int | float
             if item.startswith("-"):
                 name, sep, value = item.lstrip("-").partition("=")
                 if not sep:

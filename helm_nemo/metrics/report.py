@@ -16,6 +16,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, TypedDict
+
+    class Names(TypedDict):
+        model: str | None
+        model_source: str
+        peak_source: str
+
 from helm_nemo.user_errors import Problem, UserError
 from helm_nemo.metrics import flops as flops_model
 from helm_nemo.metrics.logs import StepLog, average_seconds, read_log, select_steps
@@ -49,7 +58,7 @@ class Request:
 class Input:
     """One input of a metrics report, with where it came from (shown next to the figure)."""
 
-    value: object
+    value: Any  # a number, or a name (precision)
     origin: str  # "command line", "default (bf16)", or where --values states it (file:line path)
 
 
@@ -172,9 +181,9 @@ def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
     return out
 
 
-def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[str, Input], dict[str, str]]:
+def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[str, Input], Names]:
     inputs: dict[str, Input] = {}
-    names = {"model": None, "model_source": "", "peak_source": ""}
+    names: Names = {"model": None, "model_source": "", "peak_source": ""}
 
     def pick(key: str, given, found, what: str, hint: str) -> None:
         if given is not None:

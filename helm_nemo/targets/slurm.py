@@ -46,7 +46,7 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 # Values of the nemo-training chart that only mean something to Kubernetes: the Slurm job ignores them
 # (with a note when the values set them).
-KUBERNETES_ONLY = (
+KUBERNETES_ONLY: tuple[tuple[str, ...], ...] = (
     ("queue",), ("tasSettings",), ("dwsSettings",), ("targetNodepools",), ("nodeSelector",),
     ("terminationGracePeriodSeconds",), ("workload", "nameSuffix"), ("workload", "jobTimestamp"),
     ("workload", "jobUUID"), ("workload", "backoffLimit"), ("workload", "ttlSecondsAfterFinished"),
@@ -312,6 +312,7 @@ class _Renderer:
                          "letters, digits, '.', '_' and '-'")
         if self.problems or profile is None:
             raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
+        assert profile is not None  # no profile is one of the problems raised above
         secrets = Secrets(plan, self.env, s.get("secret_env") or [], self.show_secrets)
 
         gpus = int(value_at(self.values, ("workload", "gpus")) or profile["gpusPerNode"])

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from helm_nemo.user_errors import Problem
 
 from helm_nemo.targets import slurm
 
@@ -27,7 +30,8 @@ def jobs_of(plans: list, *, show_secrets: bool = False, echo: Echo = _stderr, en
     selected, notes = slurm.split_plans(plans)
     for note in notes:
         echo(f"note: {note}")
-    jobs, problems = [], []
+    jobs: list[slurm.SlurmJob] = []
+    problems: list[Problem] = []
     for plan in selected:
         try:
             jobs.append(slurm.render(plan, env, show_secrets=show_secrets, source_name=_shown(plan.source)))

@@ -75,7 +75,7 @@ class _FastCompiler:
     `prepare`: applied to each node of `root` (not to the shared $defs) before it is compiled (a CRD's
     in-memory adjustments, schemas.prepare_crd_node). `lazy=False` compiles everything at once (tests)."""
 
-    def __init__(self, root: dict, defs: dict, prepare=None, lazy: bool = True):
+    def __init__(self, root: dict, defs: Mapping[str, Any], prepare=None, lazy: bool = True):
         self.root = root
         self.defs = defs  # $defs of kubernetes-validate's _definitions.json
         self.prepare = prepare
@@ -267,7 +267,7 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "form
 
 
 @cache
-def _definitions(kube: tuple[int, int]) -> dict:
+def _definitions(kube: tuple[int, int]) -> Mapping[str, Any]:
     """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
     return load_defs(core_dir(kube) / "_definitions.json")
 

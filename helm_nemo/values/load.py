@@ -211,6 +211,7 @@ def _check_limits(text: str, path: Path) -> None:
             if entry[2] < level:
                 entry[2] = level
 
+    event: Any  # the node events below have an .anchor (`kind is` is fast but does not narrow the type)
     for event in yaml.parse(text, Loader=_loader()):
         kind = type(event)
         if kind is yaml.ScalarEvent:

@@ -166,7 +166,7 @@ def merge_values(defaults: Any, override: Any) -> Any:
 
 def legacy_keys(schema: dict[str, Any], values: Any, path: tuple = ()) -> list[tuple]:
     """Paths of keys the schema marks as legacy gpu-recipes keys (accepted, ignored, worth a warning)."""
-    found = []
+    found: list[tuple[Any, ...]] = []
     if not isinstance(values, dict):
         return found
     node = _resolve(schema, schema)
@@ -264,7 +264,7 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
             if not isinstance(rel, str) or not rel:
                 problem(("files", key), f"{json.dumps(rel)} is not of type 'string'", "a file path")
                 continue
-            node = data
+            node: Any = data
             for part in key.split(".")[:-1]:
                 node = node.get(part) if isinstance(node, dict) else None
                 if node is not None and not isinstance(node, dict):
@@ -315,8 +315,9 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
         from helm_nemo.values.validation import extra_problems, validate
 
         located = lambda path: real(path[len(prefix):])  # noqa: E731
-        where = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
+        where: dict[str, Any] = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
                  "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
+        assert local is not None  # the schema is the local chart's
         defaults = chart_defaults(local)
         found = validate(merge_values(defaults, data), schema, **where) + extra_problems(data, defaults, **where)
         if name_problems:  # the schema's own release pattern says the same thing
@@ -354,7 +355,9 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
         plan.substitution = substituted
         return [plan]
     recipe_shape(loaded, data, release)
-    plans, problems, seen = [], [], {}
+    plans: list[ReleasePlan] = []
+    problems = []
+    seen: dict[str, int] = {}
     for index, item in enumerate(data["releases"]):
         where = ("releases", index)
         found = release_problems(loaded, item, where)

@@ -193,7 +193,7 @@ def release_names(path: str | Path | Sequence[str | Path], env: Mapping[str, str
         if item is None:
             problems.append(problem(loaded, where, "each release is a mapping"))
             continue
-        problems += release_problems(loaded, item, where) if recipe else []
+        problems += (release_problems(loaded, item, where) or []) if recipe else []  # a mapping here: a list
         values, origin = release_values(item, where) if recipe else (item, {})
         prefix = where + ("values",) if recipe else ()
         try:

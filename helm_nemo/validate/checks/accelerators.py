@@ -17,12 +17,13 @@ from helm_nemo.validate.pods import PodTemplate, container_resource, containers,
 def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: dict | None) -> None:
     if profile is None or not pods:
         return
-    per_node = profile.get("gpusPerNode")
+    per_node = profile["gpusPerNode"]  # required by the profile schema
     total_pods = sum(p.pods for p in pods)
     using = [(p, pod_resource(p.spec, GPU_RESOURCE)) for p in pods]
     if any(gpus is None for _, gpus in using):
         return  # a container or an amount of the wrong type: the schema or the quantity check reports it
     for pod, gpus in using:
+        assert gpus is not None  # returned above otherwise
         if gpus == 0:
             continue
         where = _gpu_path(pod)
@@ -64,6 +65,7 @@ def _fabric_env(container: dict) -> str | None:
 
 def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) -> None:
     fabric = (profile or {}).get("fabric")
+    profile_id = (profile or {}).get("id")  # named only with a fabric, which only a profile has
     total_pods = sum(p.pods for p in pods)
     for pod in pods:
         for where, container, _ in containers(pod.spec):
@@ -79,12 +81,12 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) 
                 if amount is None:
                     pass  # resources of the wrong type or not a quantity: the schema or quantity check reports it
                 elif not amount:
-                    source = f" ({profile['id']} profile: {per_node} per node)" if fabric else ""
+                    source = f" ({profile_id} profile: {per_node} per node)" if fabric else ""
                     out.add(cwhere + ("resources", "limits"), f"{trigger} is set but {resource} is not requested"
                             f"{source}: NCCL would fall back to TCP", "fabric")
                 elif per_node and total_pods > 1 and amount != per_node:
                     out.add(cwhere + ("resources", "limits", resource), f"multi-node workload takes {_num(amount)} "
-                            f"{resource}, but a {profile['id']} node has {per_node} (one pod per node should take all)",
+                            f"{resource}, but a {profile_id} node has {per_node} (one pod per node should take all)",
                             "fabric")
             host_network = pod.spec.get("hostNetwork")  # of the wrong type: the schema check reports it
             if kind == "gib" and (host_network is None or host_network is False):
@@ -108,6 +110,7 @@ def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | Non
     except ValueError:
         return  # interfaces-json reports it
     if isinstance(found, list) and wanted and len(found) < wanted:
+        assert profile is not None  # `wanted` is the profile's
         out.add(pod.meta_path + ("annotations", INTERFACES_ANNOTATION),
                 f"gIB (RDMA) needs all {wanted} interfaces of a {profile['id']} node, the annotation lists {len(found)}",
                 "fabric")

@@ -190,9 +190,9 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         for key, value in mapping(meta.get("labels")).items():
             for why in _qualified_name_problems(key):
                 out.add(labels_at + (key,), f"label key {why}", "label")
-            why = label_value_problem(value) if isinstance(value, str) else None
-            if why:
-                out.add(labels_at + (key,), f"label value {why}", "label")
+            value_why = label_value_problem(value) if isinstance(value, str) else None
+            if value_why:
+                out.add(labels_at + (key,), f"label value {value_why}", "label")
         for key in mapping(meta.get("annotations")):
             for why in _qualified_name_problems(key):
                 out.add(where + ("annotations", key), f"annotation key {why}", "label")
@@ -200,9 +200,9 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         for key, value in mapping(pod.spec.get("nodeSelector")).items():
             for why in _qualified_name_problems(key):
                 out.add(pod.path + ("nodeSelector", key), f"nodeSelector key {why}", "label")
-            why = label_value_problem(value) if isinstance(value, str) else None  # else: the schema's
-            if why:
-                out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {why}", "label")
+            value_why = label_value_problem(value) if isinstance(value, str) else None  # else: the schema's
+            if value_why:
+                out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {value_why}", "label")
 
 
 def _qualified_name_problems(key: Any) -> list[str]:
