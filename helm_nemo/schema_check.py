@@ -86,7 +86,7 @@ def whole_string_pattern(pattern: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def pattern_regex(pattern: str) -> re.Pattern:
+def pattern_regex(pattern: str) -> re.Pattern[str]:
     """The compiled `whole_string_pattern` (cached): what `pattern` and `patternProperties` search with."""
     return re.compile(whole_string_pattern(pattern))
 
@@ -150,7 +150,7 @@ def _show(value: Any) -> str:
 
 
 class Validator:
-    def __init__(self, schema: dict):
+    def __init__(self, schema: dict[str, Any]):
         self.schema = schema
         self.definitions = schema.get("definitions", {})
 
@@ -160,7 +160,7 @@ class Validator:
     def is_valid(self, instance: Any) -> bool:
         return next(self.iter_errors(instance), None) is None
 
-    def _check(self, schema: Any, value: Any, path: tuple) -> Iterator[SchemaError]:
+    def _check(self, schema: Any, value: Any, path: tuple[Any, ...]) -> Iterator[SchemaError]:
         if schema is True or schema == {}:
             return
         if schema is False:

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import os
 from stat import S_ISREG
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 _READ_AT_MOST = 1 << 20
 _KEYS = ("chart", "accelerator", "release", "releases")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-_started: list = []  # [(args, StartedHelm)] not taken yet
+_started: list[Any] = []  # [(args, StartedHelm)] not taken yet
 
 
 def _plain_name(text: str) -> str | None:
@@ -99,7 +102,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     """The releases of a recipe's `releases:` list, written in block style: each item's own `release`,
     `chart`, `accelerator` lines, or the same keys at the top of its `values:` (which win, as in
     values/recipe.py). Anything unusual (flow style, tabs, `version:`): None."""
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     dash: int | None = None
     key_col: int | None = None
     values_col: int | None = None
@@ -148,7 +151,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     return out or None
 
 
-def start_template(params: dict) -> None:
+def start_template(params: dict[str, Any]) -> None:
     """For `template`/`lint` parameters from cli/direct.py: start `helm template` for each release the values
     or recipe file names, when the guess is safe."""
     values = params["values_files"]

@@ -24,7 +24,7 @@ import threading
 from contextlib import contextmanager
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import IO, TextIO
+    from typing import Any, IO, TextIO
     from collections.abc import Iterator
 
     from helm_nemo.actions.early import StartedHelm
@@ -75,7 +75,7 @@ class SignalStop(BaseException):
 class _State:
     active = False
     received: int | None = None
-    children: set = set()  # the helm processes running now (recipe renders run side by side)
+    children: set[Any] = set()  # the helm processes running now (recipe renders run side by side)
     at_once = False  # inside stopping_at_once(): a signal raises SignalStop
 
 
@@ -92,7 +92,7 @@ def _handler(signum, _frame) -> None:
         raise SignalStop(signum)
 
 
-def spawn(args: list[str], **popen) -> subprocess.Popen:
+def spawn(args: list[str], **popen) -> subprocess.Popen[Any]:
     """Start helm (its own process group while signals are forwarded) and have signals passed to it until
     `release(proc)`; Interrupted instead when a signal already arrived."""
     check_interrupted()
@@ -109,7 +109,7 @@ def adopt(proc) -> None:
     _State.children.add(proc)
 
 
-def kill(proc: subprocess.Popen) -> None:
+def kill(proc: subprocess.Popen[Any]) -> None:
     """Stop helm (SIGKILL to its process group: nothing it started outlives it), reap it, close its pipes."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -125,7 +125,7 @@ def kill(proc: subprocess.Popen) -> None:
                 pass
 
 
-def release(proc: subprocess.Popen) -> None:
+def release(proc: subprocess.Popen[Any]) -> None:
     """`proc` has exited (or is given up): no more signals for it."""
     _State.children.discard(proc)
 
@@ -173,7 +173,7 @@ def check_interrupted() -> None:
 
 def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool = False,
              capture_stderr: bool = False, stdout: TextIO | None = None,
-             stderr: TextIO | None = None) -> subprocess.CompletedProcess:
+             stderr: TextIO | None = None) -> subprocess.CompletedProcess[str]:
     """Run helm to its end; a stream not captured is relayed, masked, line by line.
 
     Raises Interrupted (after helm exited) when a signal arrived, OutputError when relaying failed."""
@@ -205,7 +205,7 @@ class Pump:
         self.proc = proc
         self.data = memoryview(input.encode("utf-8")) if input is not None else None
         self.targets = {proc.stdout: out, proc.stderr: err}
-        self.buffers: dict = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.buffers: dict[IO[bytes] | None, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
         self.failed: OSError | None = None
 
     def text(self, stream) -> str:

@@ -77,7 +77,7 @@ def _ref(target: str, name: str) -> str:
     return f"{target.rstrip('/')}/{name}"
 
 
-def _helm(helm: HelmBinary, *args: str, plain_http: bool) -> subprocess.CompletedProcess:
+def _helm(helm: HelmBinary, *args: str, plain_http: bool) -> subprocess.CompletedProcess[str]:
     cmd = [helm.path, *args] + (["--plain-http"] if plain_http else [])
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 

@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, UTC
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import TextIO
+    from typing import Any, TextIO
     from collections.abc import Callable
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
@@ -71,20 +71,20 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
     return args + (translate_flags(extra, helm.major) if needs_translation(extra) else list(extra))
 
 
-def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
+def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
     """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind.
     Not captured, helm's output is relayed with the values from the environment masked."""
     return run_helm(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
                     capture_stdout=capture, capture_stderr=capture)
 
 
-def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess:
+def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """`helm template` of one plan with stdout and stderr captured (what offline validation reads)."""
     return _run(helm, ["template"], plan, extra, capture=True)
 
 
 def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
-               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess]:
+               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess[str]]:
     """`helm template` of every plan side by side (one helm process each), results in plan order.
 
     helm renders in its own process, so the time it takes is free for this one: `while_waiting` runs
@@ -110,7 +110,7 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 
     mark("helm started")
 
-    def collect(proc: subprocess.Popen, values: str, into: dict) -> None:
+    def collect(proc: subprocess.Popen[Any], values: str, into: dict[str, Any]) -> None:
         into["out"], into["err"] = proc.communicate(values)
 
     threads = [threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs]
@@ -207,7 +207,7 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
     return 0
 
 
-def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess) -> str:
+def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess[str]) -> str:
     """The message for a `helm template` that exited 0 and printed no manifest (never "ok: 0 objects")."""
     said = proc.stderr.strip().splitlines()
     return (f"helm nemo: helm template printed nothing for release {plan.release} ({plan.chart}); a chart renders "

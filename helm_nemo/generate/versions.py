@@ -19,6 +19,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 from helm_nemo import resources
 
@@ -118,7 +121,7 @@ def lock_text(lock: dict[str, dict[str, str]]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[Any, ...]:
     """SemVer precedence (enough for sorting: release > pre-release, numeric parts compared as numbers)."""
     found = SEMVER.match(version)
     if not found:

@@ -80,7 +80,7 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
         if key not in values and value_at(data, where) is not None:
             values[key] = value_at(data, where)
 
-    def at(rel: tuple) -> tuple[str, int | None, str]:
+    def at(rel: tuple[Any, ...]) -> tuple[str, int | None, str]:
         where = origin.get(rel[0], prefix + rel) if len(rel) == 1 else prefix + rel
         line, _ = loaded.position(where)
         return str(loaded.path), line, json_path(where)
@@ -102,7 +102,7 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     return out
 
 
-def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, dict, dict]:
+def _training_release(loaded, release: str | None) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """(release name, where its values are, the values, where release-level keys are) of the release that
     trains (has workload.gpus)."""
     data = loaded.data
@@ -135,9 +135,9 @@ def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, d
     return candidates[0]
 
 
-def _pruned(data: Any, paths: list[tuple]) -> Any:
+def _pruned(data: Any, paths: list[tuple[Any, ...]]) -> Any:
     """Only the given paths of `data`, at the same places (list items before them kept as null)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for where in paths:
         value = value_at(data, where)
         if value is None:
@@ -161,7 +161,7 @@ def _pruned(data: Any, paths: list[tuple]) -> Any:
     return out
 
 
-def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dict | None, tuple]:
+def _config(loaded, values: dict[str, Any], prefix: tuple[Any, ...], out: RecipeInputs) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
     """The model config the release carries (a file under `files:`, or inline), parsed, and where it is
     (file, line, path prefix) for the Found values read from it."""
     import yaml
@@ -199,7 +199,7 @@ def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dic
     return None, ("", None, "")
 
 
-def _arguments(workload: dict, at) -> tuple[dict[str, Found], dict[str, Found]]:
+def _arguments(workload: dict[str, Any], at) -> tuple[dict[str, Found], dict[str, Found]]:
     """Hydra overrides (`key=value`, `{name, value}`) and launcher flags (`--name=value`, `--name value`)."""
     overrides: dict[str, Found] = {}
     flags: dict[str, Found] = {}
@@ -236,14 +236,14 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _lookup(config: dict | None, dotted: str) -> Any:
+def _lookup(config: dict[str, Any] | None, dotted: str) -> Any:
     return _resolve(config, dotted, value_at(config, dotted.split(".")))
 
 
 _INTERPOLATION = re.compile(r"^\$\{(\.*)([A-Za-z0-9_.]+)\}$")
 
 
-def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> Any:
+def _resolve(config: dict[str, Any] | None, dotted: str, value: Any, depth: int = 0) -> Any:
     """Hydra's `${model.encoder_seq_length}` and `${.sibling}` interpolations (plain references only)."""
     match = _INTERPOLATION.match(value) if isinstance(value, str) else None
     if not match or depth > 10:
@@ -255,7 +255,8 @@ def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> An
     return _resolve(config, target, value_at(config, target.split(".")), depth + 1)
 
 
-def _first(config: dict | None, config_origin: tuple, overrides: dict[str, Found], keys: tuple[str, ...]) -> Found | None:
+def _first(config: dict[str, Any] | None, config_origin: tuple[str, int | None, str], overrides: dict[str, Found],
+           keys: tuple[str, ...]) -> Found | None:
     for key in keys:
         if key in overrides:
             return overrides[key]
@@ -280,7 +281,7 @@ def _integer(found: Found | None) -> Found | None:
     return replace(found, value=value) if isinstance(value, int) and value > 0 else None
 
 
-def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found], out: RecipeInputs) -> None:
+def _from_config(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], out: RecipeInputs) -> None:
     batch = _integer(_first(config, origin, overrides,
                             ("model.global_batch_size", "train.global_batch_size", "data.global_batch_size")))
     if batch:
@@ -300,7 +301,7 @@ def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found]
         out.architecture = arch
 
 
-def _architecture(config: dict | None, origin: tuple, overrides: dict[str, Found], seq: Found | None) -> Found | None:
+def _architecture(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], seq: Found | None) -> Found | None:
     def get(key: str) -> Any:
         found = _first(config, origin, overrides, (f"model.{key}",))
         return None if found is None else found.value
@@ -326,7 +327,7 @@ def _architecture(config: dict | None, origin: tuple, overrides: dict[str, Found
     return Found(arch, file, line, path + "model")
 
 
-def _vocab(config: dict | None, get) -> int | None:
+def _vocab(config: dict[str, Any] | None, get) -> int | None:
     for key in ("padded_vocab_size", "vocab_size"):
         value = get(key)
         if isinstance(value, int) and value > 0:

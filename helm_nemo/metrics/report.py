@@ -80,7 +80,7 @@ class Report:
     peak_source: str
     warnings: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         def value(key: str):
             return self.inputs[key].value
 
@@ -310,7 +310,7 @@ def _resolve_peak(request: Request, recipe, precision: str, inputs, names, probl
     names["peak_source"] = f"{label}, {source}"
 
 
-def _peak_for(name: str) -> tuple[dict | None, str, str]:
+def _peak_for(name: str) -> tuple[dict[str, Any] | None, str, str]:
     """(peak TFLOPS by precision, source, label) of an accelerator profile id or a GPU name."""
     from helm_nemo import resources
     from helm_nemo.generate.profiles import load_profile

@@ -116,10 +116,10 @@ class _Renderer:
         self.show_secrets = show_secrets
 
     # -- errors
-    def where(self, rel: tuple) -> tuple:
+    def where(self, rel: tuple[Any, ...]) -> tuple[Any, ...]:
         return self.prefix + tuple(rel)
 
-    def problem(self, rel: tuple, message: str, expected: str | None = None, hint: str | None = None) -> None:
+    def problem(self, rel: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> None:
         line, column = self.loaded.position(self.where(rel)) if self.loaded else (None, None)
         self.problems.append(Problem(str(self.plan.source), line, column, json_path(rel), message, expected, hint))
 
@@ -182,7 +182,7 @@ class _Renderer:
     # -- pieces of the script
     def directives(self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int,
                    output: str, error: str | None) -> list[str]:
-        def line(option: str, value: Any, where: tuple | None) -> str:
+        def line(option: str, value: Any, where: tuple[Any, ...] | None) -> str:
             text = text_of(value)
             if "\n" in text or "\r" in text or '"' in text:
                 self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
@@ -561,7 +561,7 @@ def render(plan, env: Mapping[str, str] | None = None, *, show_secrets: bool = F
     return _Renderer(plan, os.environ if env is None else env, show_secrets, source_name).render()
 
 
-def split_plans(plans: list) -> tuple[list, list[str]]:
+def split_plans(plans: list[Any]) -> tuple[list[Any], list[str]]:
     """The plans that become Slurm jobs, and notes on the releases left out; others are refused."""
     jobs, notes, problems = [], [], []
     for plan in plans:

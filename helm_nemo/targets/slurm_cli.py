@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
     from helm_nemo.user_errors import Problem
 
 from helm_nemo.targets import slurm
@@ -23,7 +24,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def jobs_of(plans: list, *, show_secrets: bool = False, echo: Echo = _stderr, env=None) -> list[slurm.SlurmJob]:
+def jobs_of(plans: list[Any], *, show_secrets: bool = False, echo: Echo = _stderr, env=None) -> list[slurm.SlurmJob]:
     """Render every job of the plans (all checked before any is used), notes on stderr."""
     from helm_nemo.user_errors import UserError
 
@@ -59,7 +60,7 @@ def refuse_extra(extra: list[str], command: str) -> None:
                                 hint="Kubernetes options (-n, --kube-context, helm flags) do not apply to Slurm"))
 
 
-def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=None) -> int:
+def template(plans: list[Any], extra: list[str], *, show_secrets: bool = False, out=None) -> int:
     refuse_extra(extra, "template")
     out = out or sys.stdout
     jobs = jobs_of(plans, show_secrets=show_secrets)
@@ -73,21 +74,21 @@ def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=N
     return 0
 
 
-def install(plans: list, extra: list[str]) -> int:
+def install(plans: list[Any], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import install as submit_all
 
     jobs = jobs_of(plans)
     return submit_all(jobs, extra=extra)
 
 
-def uninstall(plans: list, extra: list[str]) -> int:
+def uninstall(plans: list[Any], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import uninstall as cancel_all
 
     refuse_extra(extra, "uninstall")
     return cancel_all(jobs_of(plans, echo=lambda _line: None))
 
 
-def status(plans: list, extra: list[str]) -> int:
+def status(plans: list[Any], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import status as show
 
     refuse_extra(extra, "status")

@@ -75,7 +75,7 @@ class _FastCompiler:
     `prepare`: applied to each node of `root` (not to the shared $defs) before it is compiled (a CRD's
     in-memory adjustments, schemas.prepare_crd_node). `lazy=False` compiles everything at once (tests)."""
 
-    def __init__(self, root: dict, defs: Mapping[str, Any], prepare=None, lazy: bool = True):
+    def __init__(self, root: dict[str, Any], defs: Mapping[str, Any], prepare=None, lazy: bool = True):
         self.root = root
         self.defs = defs  # $defs of kubernetes-validate's _definitions.json
         self.prepare = prepare
@@ -103,7 +103,7 @@ class _FastCompiler:
         if compiled is not None:
             return compiled
         if not self.lazy:
-            cell: list = []
+            cell: list[Any] = []
             self.cache[key] = lambda v: cell[0](v)  # recursion: filled in below
             compiled = self.compile(target, in_defs)
             cell.append(compiled)
@@ -151,7 +151,7 @@ class _FastCompiler:
         for key in schema:
             if key not in _FAST_KEYWORDS and key not in _IGNORED and not key.startswith("x-"):
                 raise _Unsupported(key)
-        tests: list = []
+        tests: list[Any] = []
         if "$ref" in schema:
             tests.append(self.ref(schema["$ref"], in_defs, tests, len(tests)))
         if "type" in schema:
@@ -195,12 +195,12 @@ class _FastCompiler:
         if any(k in schema for k in ("properties", "additionalProperties", "patternProperties")):
             tests.append(self._object(schema, in_defs))
         if "items" in schema:
-            item: list = [None]
+            item: list[Any] = [None]
             self._later(item, 0, schema["items"], in_defs)
             tests.append(lambda v, i=item: not isinstance(v, list) or all(i[0](x) for x in v))
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
-                subs: list = [None] * len(schema[key])
+                subs: list[Any] = [None] * len(schema[key])
                 for index, sub in enumerate(schema[key]):
                     self._later(subs, index, sub, in_defs)
                 if key == "allOf":
@@ -210,7 +210,7 @@ class _FastCompiler:
                 else:
                     tests.append(lambda v, s=subs: sum(1 for t in s if t(v)) == 1)
         if "not" in schema:
-            negated: list = [None]
+            negated: list[Any] = [None]
             self._later(negated, 0, schema["not"], in_defs)
             tests.append(lambda v, s=negated: not s[0](v))
         if not tests:
@@ -219,17 +219,17 @@ class _FastCompiler:
             return tests[0]
         return lambda v: all(t(v) for t in tests)  # a list: a $ref's stub replaces itself in it
 
-    def _object(self, schema: dict, in_defs: bool):
-        props: dict = {}
+    def _object(self, schema: dict[str, Any], in_defs: bool):
+        props: dict[str, Any] = {}
         for name, sub in (schema.get("properties") or {}).items():
             self._later(props, name, sub, in_defs)
         patterns = []
         for pattern, sub in (schema.get("patternProperties") or {}).items():
-            entry = [pattern_regex(pattern), None]
+            entry: list[Any] = [pattern_regex(pattern), None]  # [regex, its test (filled in later)]
             self._later(entry, 1, sub, in_defs)
             patterns.append(entry)
         extra = schema.get("additionalProperties", True)
-        extra_test: list = [None]
+        extra_test: list[Any] = [None]
         if extra is False:
             extra_test[0] = False
         elif extra is not True:
@@ -277,7 +277,7 @@ class _Checker:
     of a CRD's schema (schemas.prepare_crd_node), applied node by node as the fast path reaches them, and
     to the whole schema only when jsonschema is needed; `schema_id`: the $id jsonschema sees."""
 
-    def __init__(self, schema: dict, kube: tuple[int, int], prepare=None, schema_id: str | None = None,
+    def __init__(self, schema: dict[str, Any], kube: tuple[int, int], prepare=None, schema_id: str | None = None,
                  lazy: bool = True):
         self.raw, self.kube, self._prepare, self._schema_id = schema, kube, prepare, schema_id
         self._schema = None if prepare is not None or schema_id is not None else schema
@@ -288,7 +288,7 @@ class _Checker:
             self.fast = None
 
     @property
-    def schema(self) -> dict:
+    def schema(self) -> dict[str, Any]:
         """The schema as jsonschema validates with it (a CRD's: prepared whole, with its $id)."""
         if self._schema is None:
             schema = prepare_crd_schema(self.raw) if self._prepare is not None else dict(self.raw)
@@ -348,7 +348,7 @@ def known_kinds(kube: tuple[int, int]) -> list[str]:
     return out
 
 
-def schema_problems(out: Collector, validator, doc: Mapping) -> None:
+def schema_problems(out: Collector, validator, doc: Mapping[str, Any]) -> None:
     for error in validator.iter_errors(doc):
         where = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):

@@ -51,7 +51,7 @@ def cache_dir() -> Path | None:
         return None
 
 
-class LazyDefs(Mapping):
+class LazyDefs(Mapping[str, object]):
     """A cached `$defs` mapping: each definition is unmarshalled, after its own CRC-32 is checked, on first
     access. `index`: name -> (offset, length, CRC-32) in `payload`; `fallback()`: the parsed definitions,
     for when an entry turns out corrupt (then every later access reads them)."""
@@ -59,7 +59,7 @@ class LazyDefs(Mapping):
     def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback):
         self._index, self._payload, self._fallback = index, payload, fallback
         self._loaded: dict[str, Any] = {}
-        self._parsed: dict | None = None
+        self._parsed: dict[str, Any] | None = None
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -103,7 +103,7 @@ def load_defs(path: Path) -> Mapping[str, Any]:
     return sliced if sliced is not None else _load(path, "defs", source)
 
 
-class SlicedDefs(Mapping):
+class SlicedDefs(Mapping[str, object]):
     """The definitions of a `$defs` document written with two-space indentation (kubernetes-validate's
     _definitions.json: 1.3 MB, ~10 ms to parse whole): each definition starts on a line of its own at four
     spaces, so its text is found without parsing the rest, and parsed (json) when first read. Any surprise
@@ -116,7 +116,7 @@ class SlicedDefs(Mapping):
     def __init__(self, source: bytes, index: dict[str, tuple[int, int]]):
         self._source, self._index = source, index
         self._loaded: dict[str, Any] = {}
-        self._parsed: dict | None = None
+        self._parsed: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, source: bytes) -> SlicedDefs | None:
@@ -135,7 +135,7 @@ class SlicedDefs(Mapping):
             index[json.loads(b'"' + name + b'"') if b"\\" in name else name.decode("utf-8")] = (match.end(), value_end)
         return cls(source, index)
 
-    def _whole(self) -> dict:
+    def _whole(self) -> dict[str, Any]:
         """Every definition, parsed from the whole document (the way out of any surprise)."""
         if self._parsed is None:
             self._parsed = _parse(self._source, "defs")

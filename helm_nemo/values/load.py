@@ -42,10 +42,10 @@ class LoadedValues:
 
     path: Path
     data: dict[str, Any]
-    positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
-    key_positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)
-    plain_scalars: set[tuple] = field(default_factory=set)  # unquoted string scalars (re-typable)
-    sources: dict[tuple, Path] = field(default_factory=dict)  # merged files: the file each path came from
+    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
+    key_positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    plain_scalars: set[tuple[Any, ...]] = field(default_factory=set)  # unquoted string scalars (re-typable)
+    sources: dict[tuple[Any, ...], Path] = field(default_factory=dict)  # merged files: the file each path came from
     paths: list[Path] = field(default_factory=list)  # every file merged into this one (just `path` otherwise)
 
     @property
@@ -57,7 +57,7 @@ class LoadedValues:
         """The file name(s) for a title: `a.yaml`, or `a.yaml + b.yaml` for merged files."""
         return " + ".join(str(p) for p in self.paths) if len(self.paths) > 1 else str(self.path)
 
-    def file_of(self, where: tuple) -> Path:
+    def file_of(self, where: tuple[Any, ...]) -> Path:
         """The file a path (or its nearest existing parent) was written in."""
         where = tuple(where)
         while self.sources:
@@ -68,12 +68,12 @@ class LoadedValues:
             where = where[:-1]
         return self.path
 
-    def base_dir(self, where: tuple = ()) -> Path:
+    def base_dir(self, where: tuple[Any, ...] = ()) -> Path:
         """The folder relative paths written at `where` start from: that file's folder (stdin: the current one)."""
         source = self.file_of(where)
         return Path.cwd() if str(source) == STDIN_NAME else source.parent
 
-    def position(self, where: tuple) -> tuple[int | None, int | None]:
+    def position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
         """(line, column), 1-based, of a key (preferred) or value; the nearest existing parent when absent."""
         where = tuple(where)
         while True:
@@ -85,14 +85,14 @@ class LoadedValues:
                 return (1, 1)
             where = where[:-1]
 
-    def value_position(self, where: tuple) -> tuple[int | None, int | None]:
+    def value_position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
         """(line, column) of the value itself rather than its key (same fallback as position())."""
         where = tuple(where)
         if where in self.positions:
             return self.positions[where]
         return self.position(where)
 
-    def is_plain(self, where: tuple) -> bool:
+    def is_plain(self, where: tuple[Any, ...]) -> bool:
         """True when the string at `where` was written unquoted (plain style)."""
         return tuple(where) in self.plain_scalars
 
@@ -198,7 +198,7 @@ def _check_limits(text: str, path: Path) -> None:
 
     nodes = depth = 0
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of the anchored node
-    open_nodes: list[list] = []  # [anchor, values before it, deepest level inside]
+    open_nodes: list[list[Any]] = []  # [anchor, values before it, deepest level inside]
 
     def stop(event, message: str, hint: str) -> None:
         mark = event.start_mark
@@ -308,7 +308,7 @@ class _Builder:
         self.constructor = yaml.constructor.SafeConstructor()
         self.problems: list[Problem] = []
 
-    def problem(self, mark, where: tuple, message: str, hint: str | None = None) -> None:
+    def problem(self, mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
                                      message, hint=hint))
 
@@ -328,7 +328,7 @@ class _Builder:
             return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
         return str(value)
 
-    def scalar(self, node, where: tuple) -> Any:
+    def scalar(self, node, where: tuple[Any, ...]) -> Any:
         if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
             return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
         if not node.style and node.tag in _IMPLICIT_TAGS:
@@ -343,7 +343,7 @@ class _Builder:
             return node.value
         return value
 
-    def construct(self, node, where: tuple) -> Any:
+    def construct(self, node, where: tuple[Any, ...]) -> Any:
         """Explicitly tagged scalars (`!!int "8"`, `!foo x`): PyYAML's constructor; unknown tags are errors."""
         try:
             return self.constructor.construct_object(node)
@@ -352,7 +352,7 @@ class _Builder:
                          hint="remove the tag or quote the value")
             return node.value
 
-    def convert(self, node, where: tuple) -> Any:
+    def convert(self, node, where: tuple[Any, ...]) -> Any:
         import yaml
 
         loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
@@ -416,7 +416,7 @@ def merge_loaded(parts: list[LoadedValues]) -> LoadedValues:
         data = merge_maps(data, part.data)
     merged = LoadedValues(path=parts[0].path, data=data, paths=[p for part in parts for p in part.paths])
 
-    def visit(node: Any, where: tuple) -> None:
+    def visit(node: Any, where: tuple[Any, ...]) -> None:
         owner = next(part for part in reversed(parts) if where in part.positions or where in part.key_positions
                      or not where)
         merged.sources[where] = owner.path

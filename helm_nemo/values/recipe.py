@@ -36,8 +36,8 @@ class ReleaseName:
 
 
 
-def problem(loaded, where: tuple, message: str, expected: str | None = None, hint: str | None = None,
-             shown: tuple | None = None):
+def problem(loaded, where: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None,
+             shown: tuple[Any, ...] | None = None):
     """A Problem at `where` in the file that wrote it; `shown`: the JSON path to print, when not `where`."""
     from helm_nemo.user_errors import Problem
 
@@ -49,18 +49,18 @@ def problem(loaded, where: tuple, message: str, expected: str | None = None, hin
 
 
 
-def json_path(parts: tuple) -> str:
+def json_path(parts: tuple[Any, ...]) -> str:
     from helm_nemo.user_errors import json_path as render
 
     return render(parts)
 
 
 
-def real_path(prefix: tuple, origin: dict[str, tuple]):
+def real_path(prefix: tuple[Any, ...], origin: dict[str, tuple[Any, ...]]):
     """Where a path of a release's values is written: most under `prefix`, a recipe's release-level keys
     (`origin`: key -> its path) elsewhere."""
 
-    def real(rel: tuple) -> tuple:
+    def real(rel: tuple[Any, ...]) -> tuple[Any, ...]:
         return origin[rel[0]] + tuple(rel[1:]) if rel and rel[0] in origin else prefix + tuple(rel)
 
     return real
@@ -78,7 +78,7 @@ def release_name_problem(name: Any, where: str) -> str | None:
 
 
 
-def release_name(loaded, data: dict[str, Any], prefix: tuple, release: str | None, real) -> tuple[str, list]:
+def release_name(loaded, data: dict[str, Any], prefix: tuple[Any, ...], release: str | None, real) -> tuple[str, list[Any]]:
     """The release's name (command line first, else `release:`) and the problem with it, if any."""
     from helm_nemo.user_errors import Problem, UserError
 
@@ -135,7 +135,7 @@ def recipe_shape(loaded, data: dict[str, Any], release: str | None) -> None:
 
 
 
-def release_problems(loaded, item: Any, where: tuple) -> list | None:
+def release_problems(loaded, item: Any, where: tuple[Any, ...]) -> list[Any] | None:
     """A recipe release's own keys: unknown ones, `values` not a mapping, a release-level chart/accelerator/
     release that its values contradict. None when the release is not a mapping at all."""
     if not isinstance(item, dict):
@@ -158,7 +158,7 @@ def release_problems(loaded, item: Any, where: tuple) -> list | None:
 
 
 
-def release_values(item: dict[str, Any], where: tuple) -> tuple[dict[str, Any], dict[str, tuple]]:
+def release_values(item: dict[str, Any], where: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
     """A recipe release's values with its release-level chart/accelerator/release filled in, and where each
     of those is written."""
     values = dict(item.get("values") or {})

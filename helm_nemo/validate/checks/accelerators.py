@@ -8,13 +8,14 @@ import re
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
     from collections.abc import Mapping
 
 from helm_nemo.validate.documents import (Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE,
                                          INTERFACES_ANNOTATION, mapping, short)
 from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource, resource_amount
 
-def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: dict | None) -> None:
+def check_gpus(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate], profile: dict[str, Any] | None) -> None:
     if profile is None or not pods:
         return
     per_node = profile["gpusPerNode"]  # required by the profile schema
@@ -42,7 +43,7 @@ def _num(value: Decimal) -> str:
     return str(int(value)) if value == value.to_integral_value() else str(value)
 
 
-def _gpu_path(pod: PodTemplate) -> tuple:
+def _gpu_path(pod: PodTemplate) -> tuple[Any, ...]:
     for where, container, _ in containers(pod.spec):
         if container_resource(container, "limits", GPU_RESOURCE) is not None:
             return pod.path + where + ("resources", "limits", GPU_RESOURCE)
@@ -51,7 +52,7 @@ def _gpu_path(pod: PodTemplate) -> tuple:
     return pod.path
 
 
-def _fabric_env(container: dict) -> str | None:
+def _fabric_env(container: dict[str, Any]) -> str | None:
     """Which fabric the container's env sets up: "efa", "gib" or None."""
     if (env_value(container, "FI_PROVIDER") or "").strip().lower() == "efa":
         return "efa"
@@ -63,7 +64,7 @@ def _fabric_env(container: dict) -> str | None:
     return None
 
 
-def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) -> None:
+def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict[str, Any] | None) -> None:
     fabric = (profile or {}).get("fabric")
     profile_id = (profile or {}).get("id")  # named only with a fabric, which only a profile has
     total_pods = sum(p.pods for p in pods)
@@ -93,7 +94,7 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) 
                 _check_rdma_interfaces(out, pod, profile, cwhere)
 
 
-def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | None, cwhere: tuple) -> None:
+def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict[str, Any] | None, cwhere: tuple[Any, ...]) -> None:
     annotations = pod.meta.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
         return  # the schema check reports it
@@ -116,7 +117,7 @@ def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | Non
                 "fabric")
 
 
-def check_interfaces(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_interfaces(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     for where, meta in metas:
         annotations = meta.get("annotations") if isinstance(meta, dict) else None
