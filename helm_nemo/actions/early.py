@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 _READ_AT_MOST = 1 << 20
 _KEYS = ("chart", "accelerator", "release", "releases")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-_started: list[Any] = []  # [(args, StartedHelm)] not taken yet
+_started: list[tuple[list[str], StartedHelm]] = []  # not taken yet
 
 
 def _plain_name(text: str) -> str | None:
@@ -179,7 +179,7 @@ def start_template(params: dict[str, Any]) -> None:
     mark("helm started (before validation)")
 
 
-def take(args: list[str]):
+def take(args: list[str]) -> StartedHelm | None:
     """The process started for exactly `args`, still waiting (then it is the caller's), or None."""
     for index, (started, proc) in enumerate(_started):
         if started == args and proc.poll() is None:

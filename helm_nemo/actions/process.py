@@ -24,10 +24,12 @@ import threading
 from contextlib import contextmanager
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, IO, TextIO
+    from typing import Any, IO, TextIO, TypeAlias
     from collections.abc import Iterator
 
     from helm_nemo.actions.early import StartedHelm
+
+    Helm: TypeAlias = "subprocess.Popen[Any] | StartedHelm"  # a helm started here, or early (actions/early.py)
 
 from helm_nemo.secrets import mask
 
@@ -79,7 +81,7 @@ class _State:
     at_once = False  # inside stopping_at_once(): a signal raises SignalStop
 
 
-def _handler(signum, _frame) -> None:
+def _handler(signum: int, _frame: object) -> None:
     if _State.received is None:
         _State.received = signum
     for child in list(_State.children):
@@ -92,7 +94,7 @@ def _handler(signum, _frame) -> None:
         raise SignalStop(signum)
 
 
-def spawn(args: list[str], **popen) -> subprocess.Popen[Any]:
+def spawn(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start helm (its own process group while signals are forwarded) and have signals passed to it until
     `release(proc)`; Interrupted instead when a signal already arrived."""
     check_interrupted()
@@ -103,13 +105,13 @@ def spawn(args: list[str], **popen) -> subprocess.Popen[Any]:
     return proc
 
 
-def adopt(proc) -> None:
+def adopt(proc: Helm) -> None:
     """A helm started elsewhere (actions/early.py, in its own process group) and now given its values: signals
     are passed to it too, until `release(proc)`."""
     _State.children.add(proc)
 
 
-def kill(proc: subprocess.Popen[Any]) -> None:
+def kill(proc: Helm) -> None:
     """Stop helm (SIGKILL to its process group: nothing it started outlives it), reap it, close its pipes."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -125,7 +127,7 @@ def kill(proc: subprocess.Popen[Any]) -> None:
                 pass
 
 
-def release(proc: subprocess.Popen[Any]) -> None:
+def release(proc: Helm) -> None:
     """`proc` has exited (or is given up): no more signals for it."""
     _State.children.discard(proc)
 
@@ -208,10 +210,10 @@ class Pump:
         self.buffers: dict[IO[bytes] | None, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
         self.failed: OSError | None = None
 
-    def text(self, stream) -> str:
+    def text(self, stream: IO[bytes] | None) -> str:
         return bytes(self.buffers[stream]).decode("utf-8", errors="replace")
 
-    def emit(self, stream, final: bool = False) -> None:
+    def emit(self, stream: IO[bytes] | None, final: bool = False) -> None:
         target, buffer = self.targets[stream], self.buffers[stream]
         if target is None:
             return  # captured: kept whole

@@ -229,7 +229,8 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
     return outcomes
 
 
-def _safe(func, helm, target, chart, plain_http, outcome: Outcome) -> Outcome:
+def _safe(func: Callable[[HelmBinary, str, ChartContent, bool, Outcome], Outcome], helm: HelmBinary, target: str,
+          chart: ChartContent, plain_http: bool, outcome: Outcome) -> Outcome:
     try:
         return func(helm, target, chart, plain_http, outcome)
     except PublishError as err:

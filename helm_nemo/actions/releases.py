@@ -22,6 +22,8 @@ from helm_nemo.secrets import mask
 from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
 if TYPE_CHECKING:
+    from helm_nemo.actions.process import Helm
+
     Echo = Callable[[str], None]
 
 
@@ -96,10 +98,10 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     from helm_nemo.actions import early
 
     process.check_interrupted()  # a signal while validating: no helm gets the values (a started one is killed)
-    runs: list[tuple[list[str], subprocess.Popen[str], str, dict[str, str]]] = []
+    runs: list[tuple[list[str], Helm, str, dict[str, str]]] = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
-        proc = early.take(args)  # started before validation for exactly this command: it waits for its values
+        proc: Helm | None = early.take(args)  # started before validation for exactly this command: it waits for its values
         if proc is not None:
             process.adopt(proc)
         else:
@@ -110,7 +112,7 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 
     mark("helm started")
 
-    def collect(proc: subprocess.Popen[Any], values: str, into: dict[str, Any]) -> None:
+    def collect(proc: Helm, values: str, into: dict[str, Any]) -> None:
         into["out"], into["err"] = proc.communicate(values)
 
     threads = [threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs]
@@ -123,7 +125,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     for _, proc, _, _ in runs:
         process.release(proc)
     process.check_interrupted()  # a signal: every helm was passed it and has exited
-    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"]) for args, proc, _, into in runs]
+    # proc.returncode is set: communicate() waited for helm
+    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"])  # type: ignore[arg-type]
+            for args, proc, _, into in runs]
 
 
 # Exit code when the rendered manifests have problems (helm_nemo.validate); same as a user error.

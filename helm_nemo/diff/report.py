@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helm_nemo.diff.objects import ObjectDiff, plain
+from helm_nemo.diff.semantic import Difference
 from helm_nemo.secrets import MASK, Masker as SecretMasker
 _INLINE = 100  # a value longer than this (as JSON) goes on its own lines
 
@@ -39,10 +40,10 @@ class Masker(SecretMasker):
     or quoted value), as `helm nemo diff` uses it: `hides` says whether a value holds one."""
 
     def hides(self, value: Any) -> bool:
-        return self.value(value) != value
+        return bool(self.value(value) != value)
 
 
-def _pair(diff, masker: Masker) -> tuple[Any, Any]:
+def _pair(diff: Difference, masker: Masker) -> tuple[Any, Any]:
     """(old, new) for display, masked. Where the new value holds a secret, the old one is most likely the
     previous secret, which the environment no longer names: a value is then *** as a whole, and in a
     text the old lines that begin like a masked new line (`export HF_TOKEN=`) are masked from there on."""
@@ -96,7 +97,7 @@ class _Style:
     def __init__(self, color: bool):
         self.color = color
 
-    def __call__(self, text: str, **style) -> str:
+    def __call__(self, text: str, **style: Any) -> str:
         if not self.color:
             return text
         import click
@@ -115,7 +116,7 @@ def _block(value: Any, mark: str, indent: str, style: _Style, colour: str) -> li
     return [style(f"{indent}{mark} {line}", fg=colour) for line in text.split("\n")]
 
 
-def _field_lines(diff, masker: Masker, style: _Style) -> list[str]:
+def _field_lines(diff: Difference, masker: Masker, style: _Style) -> list[str]:
     old, new = _pair(diff, masker)
     indent = "    "
     path = diff.path or "."
@@ -164,7 +165,7 @@ def render_text(releases: list[ReleaseDiff], masker: Masker, color: bool = False
 
 # ---- JSON ------------------------------------------------------------------------------------------------
 
-def _field_json(diff, masker: Masker) -> dict[str, Any]:
+def _field_json(diff: Difference, masker: Masker) -> dict[str, Any]:
     old, new = _pair(diff, masker)
     out: dict[str, Any] = {"path": diff.path, "change": diff.change}
     if diff.change in ("changed", "removed"):

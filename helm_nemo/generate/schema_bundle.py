@@ -90,7 +90,7 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
             return [walk(item, current_file) for item in node]
         return node
 
-    result = walk({k: v for k, v in load(schema_file).items() if k != "$id"}, schema_file)
+    result: dict[str, Any] = walk({k: v for k, v in load(schema_file).items() if k != "$id"}, schema_file)
     own = result.pop("definitions", {})
     clash = sorted(set(own) & set(collected))
     if clash:

@@ -108,7 +108,8 @@ def load_lock(root: Path | None = None) -> dict[str, dict[str, str]]:
     path = lock_path(root)
     if not path.exists():
         return {}
-    return json.loads(path.read_text(encoding="utf-8")).get("charts", {})
+    charts: dict[str, dict[str, str]] = json.loads(path.read_text(encoding="utf-8")).get("charts", {})
+    return charts
 
 
 def lock_text(lock: dict[str, dict[str, str]]) -> str:

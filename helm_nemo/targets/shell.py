@@ -9,6 +9,9 @@ import re
 import shlex
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from helm_nemo.values.plan import ReleasePlan
 
 MASK = "***"
 
@@ -32,7 +35,7 @@ def _double_quoted(text: str) -> str:
 class Secrets:
     """Which values came from secret variables, and how the script refers to them instead."""
 
-    def __init__(self, plan, env: Mapping[str, str], declared: list[str], show: bool):
+    def __init__(self, plan: ReleasePlan, env: Mapping[str, str], declared: list[str], show: bool):
         from helm_nemo.values.substitute import SECRET_NAME
 
         self.show = show

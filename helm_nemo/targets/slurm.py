@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo import resources as paths
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
@@ -89,7 +92,8 @@ class SlurmJob:
 
 
 def schema() -> dict[str, Any]:
-    return json.loads((paths.schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads((paths.schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    return loaded
 
 
 def schema_defaults() -> dict[str, Any]:
@@ -99,7 +103,7 @@ def schema_defaults() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- render
 
 class _Renderer:
-    def __init__(self, plan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
+    def __init__(self, plan: ReleasePlan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
         from helm_nemo.values.plan import chart_defaults, merge_values
 
         self.plan = plan
@@ -264,7 +268,7 @@ class _Renderer:
 
     def image(self, s: dict[str, Any]) -> str:
         if s.get("container_image"):
-            return s["container_image"]
+            return str(s["container_image"])
         image = text_of(value_at(self.values, ("workload", "image")))
         first, _, rest = image.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
@@ -553,7 +557,7 @@ def _dirname(pattern: str) -> str:
     return str(PurePosixPath(pattern).parent)
 
 
-def render(plan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,
+def render(plan: ReleasePlan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,
            source_name: str | None = None) -> SlurmJob:
     """The Slurm job of one release plan (UserError with every problem, file:line:col)."""
     import os

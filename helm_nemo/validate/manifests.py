@@ -6,7 +6,7 @@ from functools import cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
 from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
 from helm_nemo.validate.checks.containers import check_containers
@@ -25,7 +25,7 @@ class ShippedProfiles:
     def get(self, accelerator: str) -> dict[str, Any] | None:
         return shipped_profile(accelerator)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         from helm_nemo import resources
 
         return iter(sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml")))

@@ -96,7 +96,7 @@ def containers_readable(pod: dict[str, Any]) -> bool:
 def env_value(container: dict[str, Any], name: str) -> str | None:
     for entry in items_of(container.get("env")):
         if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("value"), str):
-            return entry["value"]
+            return str(entry["value"])
     return None
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 FORMAT = 2
 _MAGIC = b"helm-nemo schema cache\n"
@@ -56,7 +56,7 @@ class LazyDefs(Mapping[str, object]):
     access. `index`: name -> (offset, length, CRC-32) in `payload`; `fallback()`: the parsed definitions,
     for when an entry turns out corrupt (then every later access reads them)."""
 
-    def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback):
+    def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback: Callable[[], Any]):
         self._index, self._payload, self._fallback = index, payload, fallback
         self._loaded: dict[str, Any] = {}
         self._parsed: dict[str, Any] | None = None
@@ -177,7 +177,7 @@ def _load(path: Path, kind: str, source: bytes | None = None) -> Any:
     crc = binascii.crc32(source)
     python = f"{sys.version_info[0]}{sys.version_info[1]}"
     name = f"{path.stem}-{kind}-{len(source)}-{crc:08x}-f{FORMAT}-v{__version__}-m{marshal.version}-py{python}.bin"
-    def parse_and_write():  # a cold cache, or a corrupt entry (rewritten)
+    def parse_and_write() -> Any:  # a cold cache, or a corrupt entry (rewritten)
         parsed = _parse(source, kind)
         _write(folder, name, parsed, kind)
         return parsed
@@ -191,7 +191,7 @@ def _parse(source: bytes, kind: str) -> Any:
     return (data.get("$defs") or {}) if kind == "defs" else data
 
 
-def _read(file: Path, kind: str, fallback) -> Any:
+def _read(file: Path, kind: str, fallback: Callable[[], Any]) -> Any:
     """The cached content, or None when the file is missing, unreadable or not a whole valid cache file.
     A `doc` entry's payload is checked whole; a `defs` entry's index here, each definition when read."""
     try:

@@ -44,12 +44,13 @@ def _num(value: Decimal) -> str:
 
 
 def _gpu_path(pod: PodTemplate) -> tuple[Any, ...]:
+    path: tuple[Any, ...] = pod.path
     for where, container, _ in containers(pod.spec):
         if container_resource(container, "limits", GPU_RESOURCE) is not None:
-            return pod.path + where + ("resources", "limits", GPU_RESOURCE)
+            return path + where + ("resources", "limits", GPU_RESOURCE)
         if container_resource(container, "requests", GPU_RESOURCE) is not None:
-            return pod.path + where + ("resources", "requests", GPU_RESOURCE)
-    return pod.path
+            return path + where + ("resources", "requests", GPU_RESOURCE)
+    return path
 
 
 def _fabric_env(container: dict[str, Any]) -> str | None:

@@ -7,7 +7,7 @@ from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, containers
@@ -49,7 +49,8 @@ def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTempl
             _resources(out, pod.path + where + ("resources",), container.get("resources"), need, extended_rules=True)
 
 
-def _resources(out: Collector, where: tuple[Any, ...], resources: Any, need, *, extended_rules: bool) -> None:
+def _resources(out: Collector, where: tuple[Any, ...], resources: Any, need: Callable[..., Decimal | None], *,
+               extended_rules: bool) -> None:
     if not isinstance(resources, dict):
         return
     parsed: dict[str, dict[str, Decimal | None]] = {}
