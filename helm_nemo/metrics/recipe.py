@@ -18,6 +18,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from helm_nemo.values.load import LoadedValues
 
 from helm_nemo.user_errors import Problem, UserError, json_path
 from helm_nemo.values import value_at
@@ -86,7 +89,8 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
         return str(loaded.path), line, json_path(where)
 
     out = RecipeInputs(Path(loaded.path), release=name)
-    workload = found if isinstance(found := values.get("workload"), dict) else {}
+    workload = values.get("workload")
+    workload = workload if isinstance(workload, dict) else {}
     if isinstance(values.get("accelerator"), str):
         out.accelerator = Found(values["accelerator"], *at(("accelerator",)))
     gpus = workload.get("gpus")
@@ -102,7 +106,7 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     return out
 
 
-def _training_release(loaded, release: str | None) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+def _training_release(loaded: LoadedValues, release: str | None) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """(release name, where its values are, the values, where release-level keys are) of the release that
     trains (has workload.gpus)."""
     data = loaded.data
@@ -161,12 +165,14 @@ def _pruned(data: Any, paths: list[tuple[Any, ...]]) -> Any:
     return out
 
 
-def _config(loaded, values: dict[str, Any], prefix: tuple[Any, ...], out: RecipeInputs) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
+def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...],
+            out: RecipeInputs) -> tuple[dict[str, Any] | None, tuple[str, int | None, str]]:
     """The model config the release carries (a file under `files:`, or inline), parsed, and where it is
     (file, line, path prefix) for the Found values read from it."""
     import yaml
 
-    refs = found if isinstance(found := values.get("files"), dict) else {}
+    refs = values.get("files")
+    refs = refs if isinstance(refs, dict) else {}
     for key in CONFIG_KEYS:
         text: str | None = None
         where: tuple[str, int | None, str] = ("", None, "")  # set with `text`

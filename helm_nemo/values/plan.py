@@ -19,6 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping, Sequence
 
+    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.recipe import RealPath
+
 from helm_nemo import resources
 from helm_nemo.values.recipe import (ReleaseName, json_path, load_all, problem, real_path, recipe_shape, release_name,
                                      release_names, release_problems, release_values)
@@ -93,7 +96,7 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def read_file_refs(loaded, values: dict[str, Any], prefix: tuple[Any, ...], root: Path | None = None,
+def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...], root: Path | None = None,
                    budget: FileBudget | None = None) -> list[Any]:
     """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number).
 
@@ -187,8 +190,8 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _chart_for(loaded, data: dict[str, Any], where: tuple[Any, ...], chart_override: str | None, real=None,
-               root: Path | None = None):
+def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...], chart_override: str | None,
+               real: RealPath | None = None, root: Path | None = None) -> tuple[str, str | None, str | None]:
     """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys.
 
     `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
@@ -240,7 +243,7 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple[Any, ...], chart_overr
     return path, kind, accelerator
 
 
-def _shape_problems(loaded, data: dict[str, Any], prefix: tuple[Any, ...], real) -> list[Any]:
+def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], real: RealPath) -> list[Any]:
     """The keys helm nemo itself reads before the schema check, in the shape it needs (else a clear error,
     not a crash): chart/accelerator/release strings, files a mapping of values keys to path strings."""
     from helm_nemo.user_errors import Problem
@@ -274,7 +277,7 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple[Any, ...], real)
     return problems
 
 
-def _from_repository(loaded, where: tuple[Any, ...], chart: str, version: str | None, repo: str) -> tuple[str, str]:
+def _from_repository(loaded: LoadedValues, where: tuple[Any, ...], chart: str, version: str | None, repo: str) -> tuple[str, str]:
     """A chart picked by kind (+ accelerator) -> the same chart published in `repo` (oci://HOST/PATH), at the
     shipped chart's version unless one is given. Only released versions are published, so an unreleased
     shipped chart is an error rather than a silently different chart."""
@@ -292,7 +295,7 @@ def _from_repository(loaded, where: tuple[Any, ...], chart: str, version: str | 
     return f"{repo.rstrip('/')}/{shipped.name}", version
 
 
-def _plan_one(loaded, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None, chart_override: str | None,
+def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None, chart_override: str | None,
               version: str | None, origin: dict[str, tuple[Any, ...]] | None = None, chart_repo: str | None = None,
               root: Path | None = None, budget: FileBudget | None = None) -> tuple[ReleasePlan, list[Any]]:
     from helm_nemo.user_errors import raise_if_problems
@@ -314,7 +317,9 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple[Any, ...], *, release:
     if schema is not None:
         from helm_nemo.values.validation import extra_problems, validate
 
-        located = lambda path: real(path[len(prefix):])  # noqa: E731
+        def located(path: tuple[Any, ...]) -> tuple[Any, ...]:
+            return real(path[len(prefix):])
+
         where: dict[str, Any] = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
                  "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
         assert local is not None  # the schema is the local chart's

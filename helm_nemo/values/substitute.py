@@ -31,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Iterable, Mapping
 
+    from helm_nemo.values.load import LoadedValues
+
 from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path
 
@@ -101,7 +103,8 @@ class SubstitutionResult:
                 node = node.replace(secret, MASK)
             return node
 
-        return mask(self.data, ())
+        masked: dict[str, Any] = mask(self.data, ())
+        return masked
 
 
 def pod_env_names(data: Any) -> dict[str, list[tuple[Any, ...]]]:
@@ -146,7 +149,7 @@ def _closing_brace(text: str, start: int) -> int:
 
 
 class _Substituter:
-    def __init__(self, loaded, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple[Any, ...]]],
+    def __init__(self, loaded: LoadedValues, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple[Any, ...]]],
                  allow: set[str] | None, prefix: tuple[Any, ...]):
         self.loaded, self.env, self.keep, self.pod_env, self.allow, self.prefix = loaded, env, keep, pod_env, allow, prefix
         self.problems: list[Problem] = []
@@ -257,7 +260,7 @@ class _Substituter:
         return value, True
 
 
-def substitute(loaded, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
+def substitute(loaded: LoadedValues, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
                allow: Iterable[str] | None = None, prefix: tuple[Any, ...] = ()) -> SubstitutionResult:
     """Substitute `${…}` inside `loaded.data` (a values_file.LoadedValues); raise one UserError listing every problem.
 
