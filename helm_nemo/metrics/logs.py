@@ -26,6 +26,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    Line = tuple[int, str, bool]  # (line number, text without its line end, had a line end)
 
 from helm_nemo.user_errors import Problem, UserError
 
@@ -109,18 +115,18 @@ def read_log(path: str | Path) -> StepLog:
         return _read_text(name, first, lines)
 
 
-def _numbered_lines(handle):
+def _numbered_lines(handle: Iterable[str]) -> Iterator[Line]:
     """(line number, text without its line end, had a line end) for every line of the file."""
     for number, raw in enumerate(handle, start=1):
         ended = raw.endswith("\n")
         yield number, raw.rstrip("\r\n"), ended
 
 
-def _read_dllogger(name: str, first, rest) -> StepLog:
+def _read_dllogger(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
     log = StepLog(name, "dllogger")
     pending = None  # a line that did not parse: an error unless it turns out to be the last one
 
-    def lines():
+    def lines() -> Iterator[Line]:
         yield first
         yield from rest
 
@@ -149,7 +155,7 @@ def _read_dllogger(name: str, first, rest) -> StepLog:
     return log
 
 
-def _dllogger_entry(name: str, number: int, entry, log: StepLog) -> None:
+def _dllogger_entry(name: str, number: int, entry: Any, log: StepLog) -> None:
     if not isinstance(entry, dict):
         raise _problem(name, number, "a dllogger entry must be a JSON object")
     step = entry.get("step")
@@ -163,11 +169,11 @@ def _dllogger_entry(name: str, number: int, entry, log: StepLog) -> None:
     log.timings.append(StepTiming(step, data[TIMING_KEY], number))
 
 
-def _read_text(name: str, first, rest) -> StepLog:
+def _read_text(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
     found: dict[str, list[StepTiming]] = {"nemo2": [], "megatron": [], "megatron-step-time": []}
     last = None  # (line number, had a line end, matched a timing pattern)
 
-    def lines():
+    def lines() -> Iterator[Line]:
         yield first
         yield from rest
 

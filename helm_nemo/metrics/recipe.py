@@ -20,6 +20,8 @@ from typing import Any
 from collections.abc import Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from helm_nemo.values.load import LoadedValues
 
 from helm_nemo.user_errors import Problem, UserError, json_path
@@ -205,7 +207,8 @@ def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...
     return None, ("", None, "")
 
 
-def _arguments(workload: dict[str, Any], at) -> tuple[dict[str, Found], dict[str, Found]]:
+def _arguments(workload: dict[str, Any],
+               at: Callable[[tuple[Any, ...]], tuple[str, int | None, str]]) -> tuple[dict[str, Found], dict[str, Found]]:
     """Hydra overrides (`key=value`, `{name, value}`) and launcher flags (`--name=value`, `--name value`)."""
     overrides: dict[str, Found] = {}
     flags: dict[str, Found] = {}
@@ -333,7 +336,7 @@ def _architecture(config: dict[str, Any] | None, origin: tuple[Any, ...], overri
     return Found(arch, file, line, path + "model")
 
 
-def _vocab(config: dict[str, Any] | None, get) -> int | None:
+def _vocab(config: dict[str, Any] | None, get: Callable[[str], Any]) -> int | None:
     for key in ("padded_vocab_size", "vocab_size"):
         value = get(key)
         if isinstance(value, int) and value > 0:

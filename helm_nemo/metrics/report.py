@@ -20,6 +20,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, TypedDict
 
+    from helm_nemo.metrics.logs import StepTiming
+    from helm_nemo.metrics.recipe import Found, RecipeInputs
+
     class Names(TypedDict):
         model: str | None
         model_source: str
@@ -81,7 +84,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        def value(key: str):
+        def value(key: str) -> Any:
             return self.inputs[key].value
 
         return {
@@ -131,7 +134,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _num(value) -> str:
+def _num(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -169,7 +172,7 @@ def measure(request: Request) -> Report:
     )
 
 
-def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
+def _warnings(log: StepLog, chosen: list[StepTiming], mfu: float) -> list[str]:
     counts = Counter(t.step for t in chosen)
     repeated = sorted(step for step, n in counts.items() if n > 1)
     out = []
@@ -181,11 +184,11 @@ def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
     return out
 
 
-def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[str, Input], Names]:
+def _resolve(request: Request, recipe: RecipeInputs | None, problems: list[Problem]) -> tuple[dict[str, Input], Names]:
     inputs: dict[str, Input] = {}
     names: Names = {"model": None, "model_source": "", "peak_source": ""}
 
-    def pick(key: str, given, found, what: str, hint: str) -> None:
+    def pick(key: str, given: object, found: Found | None, what: str, hint: str) -> None:
         if given is not None:
             inputs[key] = Input(given, _CLI)
         elif found is not None:
@@ -201,8 +204,8 @@ def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[st
         batch_hint = ("pass --batch-size N: the values state no global batch size (model.global_batch_size in the "
                       "config, or a global_batch_size argument)" + (f"; {recipe.model.value!r} runs with its recipe's "
                                                                     "default" if recipe.model else ""))
-    pick("batch_size", request.batch_size, recipe and recipe.batch_size, "the global batch size", batch_hint)
-    pick("gpus", request.gpus, recipe and recipe.gpus, "the number of GPUs", "pass --gpus N" + values_hint)
+    pick("batch_size", request.batch_size, recipe.batch_size if recipe else None, "the global batch size", batch_hint)
+    pick("gpus", request.gpus, recipe.gpus if recipe else None, "the number of GPUs", "pass --gpus N" + values_hint)
     for key in ("batch_size", "gpus"):
         if key in inputs and not (isinstance(inputs[key].value, int) and inputs[key].value >= 1):
             problems.append(Problem(_CLI, None, None, f"--{key.replace('_', '-')}",
@@ -224,7 +227,8 @@ def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[st
     return inputs, names
 
 
-def _resolve_model(request: Request, recipe, inputs, names, problems) -> None:
+def _resolve_model(request: Request, recipe: RecipeInputs | None, inputs: dict[str, Input], names: Names,
+                   problems: list[Problem]) -> None:
     seq = request.seq_length
     if seq is None and recipe is not None and recipe.seq_len is not None and request.model is None:
         seq = recipe.seq_len.value
@@ -272,7 +276,8 @@ def _resolve_model(request: Request, recipe, inputs, names, problems) -> None:
     names["model_source"] = (f"{result.source}, sequence length {result.seq_len}" if result.seq_len else result.source)
 
 
-def _resolve_peak(request: Request, recipe, precision: str, inputs, names, problems) -> None:
+def _resolve_peak(request: Request, recipe: RecipeInputs | None, precision: str, inputs: dict[str, Input], names: Names,
+                  problems: list[Problem]) -> None:
     if request.peak_tflops is not None:
         if not request.peak_tflops > 0:
             problems.append(Problem(_CLI, None, None, "--peak-tflops", f"{request.peak_tflops!r} is not a positive number"))
