@@ -28,6 +28,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
+    from yaml.error import Mark
+    from yaml.nodes import Node, ScalarNode
+
 from helm_nemo.user_errors import Problem, UserError, json_path
 
 MAX_VALUES_BYTES = 4 * 1024 * 1024  # one values or recipe file (launcher scripts come in through `files:`)
@@ -97,7 +100,7 @@ class LoadedValues:
         return tuple(where) in self.plain_scalars
 
 
-def _loader():
+def _loader() -> Any:
     import yaml
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~20x faster
@@ -200,11 +203,11 @@ def _check_limits(text: str, path: Path) -> None:
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of the anchored node
     open_nodes: list[list[Any]] = []  # [anchor, values before it, deepest level inside]
 
-    def stop(event, message: str, hint: str) -> None:
+    def stop(event: Any, message: str, hint: str) -> None:
         mark = event.start_mark
         raise UserError(Problem(str(path), mark.line + 1, mark.column + 1, "$", message, hint=hint))
 
-    def reached(level: int, event) -> None:
+    def reached(level: int, event: Any) -> None:
         if level > MAX_DEPTH:
             stop(event, f"the values nest deeper than {MAX_DEPTH} levels", "flatten the structure")
         for entry in open_nodes:  # at most MAX_DEPTH of them
@@ -242,7 +245,7 @@ def _check_limits(text: str, path: Path) -> None:
                  "a values file this large is almost certainly an alias bomb")
 
 
-def _is_null(node) -> bool:
+def _is_null(node: Node | None) -> bool:
     import yaml
 
     return node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
@@ -270,7 +273,8 @@ def _implicit_tag(text: str) -> str:
     """The tag PyYAML's resolver gives a plain scalar written without a tag."""
     import yaml
 
-    return yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))
+    tag: str = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return tag
 
 
 def helm_scalar(text: str) -> Any:
@@ -308,11 +312,11 @@ class _Builder:
         self.constructor = yaml.constructor.SafeConstructor()
         self.problems: list[Problem] = []
 
-    def problem(self, mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
+    def problem(self, mark: Mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
                                      message, hint=hint))
 
-    def key(self, key_node) -> str:
+    def key(self, key_node: Node) -> str:
         """A key as helm's YAML-to-JSON step spells it: `true`, `null`, `8`, never `True`/`None`."""
         import yaml
 
@@ -328,7 +332,7 @@ class _Builder:
             return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
         return str(value)
 
-    def scalar(self, node, where: tuple[Any, ...]) -> Any:
+    def scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
         if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
             return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
         if not node.style and node.tag in _IMPLICIT_TAGS:
@@ -343,7 +347,7 @@ class _Builder:
             return node.value
         return value
 
-    def construct(self, node, where: tuple[Any, ...]) -> Any:
+    def construct(self, node: Node, where: tuple[Any, ...]) -> Any:
         """Explicitly tagged scalars (`!!int "8"`, `!foo x`): PyYAML's constructor; unknown tags are errors."""
         try:
             return self.constructor.construct_object(node)
@@ -352,7 +356,7 @@ class _Builder:
                          hint="remove the tag or quote the value")
             return node.value
 
-    def convert(self, node, where: tuple[Any, ...]) -> Any:
+    def convert(self, node: Any, where: tuple[Any, ...]) -> Any:  # a Node; a scalar one when no collection
         import yaml
 
         loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
