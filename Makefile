@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export HELM3 := $(CURDIR)/.tools/helm3/helm
 export HELM4 := $(CURDIR)/.tools/helm4/helm
 
-.PHONY: setup demo test generate check bench dist lock clean
+.PHONY: setup demo test lint generate check bench dist lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,7 +16,14 @@ demo: setup
 # publish tests, Slurm (Debian's slurm-wlm and munge) for the Slurm target's tests.
 test:
 	@WITH_REGISTRY=1 WITH_SLURM=1 bash scripts/setup.sh
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
+
+# ruff and mypy as configured in pyproject.toml (mypy: strict on helm_nemo/, with its stated exceptions).
+lint: setup
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 
 generate: setup
 	$(VENV)/bin/helm-nemo generate

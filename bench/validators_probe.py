@@ -6,7 +6,8 @@ bench/run.py plain_helm_inputs), then runs --rounds fresh interpreters, each:
   warm      import helm_nemo.actions.lint + warm_validators(plans)  (what the CLI runs while helm renders)
   validate  validate_manifests(rendered text)                         (validators ready)
 each with the schema cache filled (a previous run wrote it) and, for this checkout, also cold (an empty
-cache folder: the run writes it) and off (HELM_NEMO_CACHE_DIR=""). The plans are built before the clock starts (the CLI has them too); the figures are medians in ms.
+cache folder: the run writes it) and off (HELM_NEMO_CACHE_DIR=""). The plans are built before the clock starts
+(the CLI has them too); the figures are medians in ms.
 
 `--root DIR` measures the package in DIR (default: this checkout); `--before DIR` measures DIR too,
 alternately with it (A B A B ...), e.g. the main checkout for the code before a change.

@@ -23,7 +23,7 @@ _PACKAGE = os.path.dirname(os.path.realpath(__file__))
 DATA_ITEMS = ("charts", "generator", "schemas", "values/accelerators", "values/examples", "CHANGELOG.md")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Path:
     if name == "PACKAGE_DIR":  # the package folder (a Path)
         from pathlib import Path
 

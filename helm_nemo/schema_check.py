@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from typing import Any
     from collections.abc import Iterator
 
+    from jsonschema import ValidationError
+
 ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "definitions", "deprecated",
                "x-helm-nemo-legacy", "$comment"}
 KEYWORDS = {"$ref", "type", "enum", "const", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
@@ -86,7 +88,7 @@ def whole_string_pattern(pattern: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def pattern_regex(pattern: str) -> re.Pattern:
+def pattern_regex(pattern: str) -> re.Pattern[str]:
     """The compiled `whole_string_pattern` (cached): what `pattern` and `patternProperties` search with."""
     return re.compile(whole_string_pattern(pattern))
 
@@ -95,16 +97,17 @@ _regex = pattern_regex
 
 
 @cache
-def whole_string_jsonschema(cls):
+def whole_string_jsonschema(cls: Any) -> Any:
     """A jsonschema validator class like `cls` whose `pattern` and `patternProperties` use `pattern_regex`
     (jsonschema searches with Python's own `$`)."""
     from jsonschema import ValidationError, validators
 
-    def pattern(validator, value, instance, _schema):
+    def pattern(validator: Any, value: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
         if validator.is_type(instance, "string") and not pattern_regex(value).search(instance):
             yield ValidationError(f"{instance!r} does not match {value!r}")
 
-    def pattern_properties(validator, value, instance, _schema):
+    def pattern_properties(validator: Any, value: dict[str, Any], instance: Any,
+                           _schema: Any) -> Iterator[ValidationError]:
         if not validator.is_type(instance, "object"):
             return
         for regex, subschema in value.items():
@@ -112,12 +115,12 @@ def whole_string_jsonschema(cls):
                 if pattern_regex(regex).search(key):
                     yield from validator.descend(item, subschema, path=key, schema_path=regex)
 
-    def integer_format(validator, value, instance, _schema):
+    def integer_format(validator: Any, value: Any, instance: Any, _schema: Any) -> Iterator[ValidationError]:
         message = format_error(instance, value)
         if message:
             yield ValidationError(message)
 
-    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties,
+    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties,  # type: ignore[no-untyped-call]
                                    "format": integer_format})
 
 
@@ -141,8 +144,8 @@ def _type_ok(value: Any, kind: str) -> bool:
 
 def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b
+        return type(a) is type(b) and bool(a == b)
+    return bool(a == b)
 
 
 def _show(value: Any) -> str:
@@ -150,7 +153,7 @@ def _show(value: Any) -> str:
 
 
 class Validator:
-    def __init__(self, schema: dict):
+    def __init__(self, schema: dict[str, Any]):
         self.schema = schema
         self.definitions = schema.get("definitions", {})
 
@@ -160,7 +163,7 @@ class Validator:
     def is_valid(self, instance: Any) -> bool:
         return next(self.iter_errors(instance), None) is None
 
-    def _check(self, schema: Any, value: Any, path: tuple) -> Iterator[SchemaError]:
+    def _check(self, schema: Any, value: Any, path: tuple[Any, ...]) -> Iterator[SchemaError]:
         if schema is True or schema == {}:
             return
         if schema is False:
@@ -204,8 +207,8 @@ class Validator:
                 yield err("exclusiveMinimum", f"{value} is less than or equal to {schema['exclusiveMinimum']}")
             if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
                 yield err("exclusiveMaximum", f"{value} is greater than or equal to {schema['exclusiveMaximum']}")
-            if "format" in schema and format_error(value, schema["format"]):
-                yield err("format", format_error(value, schema["format"]))
+            if "format" in schema and (message := format_error(value, schema["format"])):
+                yield err("format", message)
             if "multipleOf" in schema:
                 quotient = value / schema["multipleOf"]
                 if quotient != int(quotient):
@@ -235,7 +238,8 @@ class Validator:
                 extra_schema = schema["additionalProperties"]
                 if extra_schema is False and extra:
                     listed = ", ".join(repr(k) for k in extra)
-                    yield err("additionalProperties", f"Additional properties are not allowed ({listed} {'was' if len(extra) == 1 else 'were'} unexpected)")
+                    were = 'was' if len(extra) == 1 else 'were'
+                    yield err("additionalProperties", f"Additional properties are not allowed ({listed} {were} unexpected)")
                 elif isinstance(extra_schema, dict):
                     for key in extra:
                         yield from self._check(extra_schema, value[key], path + (key,))

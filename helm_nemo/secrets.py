@@ -48,7 +48,7 @@ class Masker:
     def __init__(self, values: Iterable[str] = (), *, enabled: bool = True):
         self.enabled = enabled
         self.values: set[str] = set()
-        self._regex: re.Pattern | None = None
+        self._regex: re.Pattern[str] | None = None
         self._quoted: set[str] = set()  # the quoted forms of short values (they keep their quotes)
         for value in values:
             self.add(value)
@@ -62,7 +62,7 @@ class Masker:
     def __bool__(self) -> bool:
         return self.enabled and bool(self.values)
 
-    def _compiled(self) -> re.Pattern | None:
+    def _compiled(self) -> re.Pattern[str] | None:
         if self._regex is None and self.values:
             free: set[str] = set()
             quoted: set[str] = set()
@@ -88,7 +88,7 @@ class Masker:
             return MASK
         regex = self._compiled()
 
-        def replace(match: re.Match) -> str:
+        def replace(match: re.Match[str]) -> str:
             found = match.group(0)
             return found[0] + MASK + found[0] if found in self._quoted else MASK
 

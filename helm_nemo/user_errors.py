@@ -10,6 +10,7 @@ import re
 from collections import namedtuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
     from collections.abc import Iterable
 
 EXIT_USER_ERROR = 2  # usage, substitution or schema error found before helm runs (helm-ecosystem.md §6)
@@ -18,7 +19,7 @@ MAX_LINES = 40  # one screen
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_\-\[\]/]+$")
 
 
-def json_path(parts: Iterable) -> str:
+def json_path(parts: Iterable[Any]) -> str:
     """`("volumes", "gcsMounts", 0, "bucketName")` -> `$.volumes.gcsMounts[0].bucketName`.
 
     Keys a reader could misparse (dots, spaces, quotes, empty) are written `['a.b']`.
@@ -88,7 +89,7 @@ class UserError(Exception):
         return "\n".join(lines)
 
 
-def _order(problem: Problem) -> tuple:
+def _order(problem: Problem) -> tuple[Any, ...]:
     return (problem.file or "", problem.line or 0, problem.column or 0, problem.json_path)
 
 

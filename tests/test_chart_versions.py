@@ -150,7 +150,8 @@ def test_new_version_with_changelog_entry_adds_lock_entries(project):
     edit_jobset_source(project)
     set_version(project, "jobset", bump(JOBSET))
     changelog = project / "CHANGELOG.md"
-    changelog.write_text(changelog.read_text().replace(f"## jobset {JOBSET}", f"## jobset {bump(JOBSET)}\n\nA comment.\n\n## jobset {JOBSET}"))
+    changelog.write_text(changelog.read_text().replace(
+        f"## jobset {JOBSET}", f"## jobset {bump(JOBSET)}\n\nA comment.\n\n## jobset {JOBSET}"))
     result = generate(project)
     assert result.exit_code == 0, result.output
     assert f"locked jobset-a3ultra {bump(JOBSET)}" in result.output

@@ -139,7 +139,8 @@ def test_a_changed_launcher_script_is_a_unified_diff(helm, kube, env, tmp_path):
 def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
     values = tmp_path / "train.yaml"
     values.write_text((EXAMPLES / "a4-llama31-405b.yaml").read_text().replace(
-        "      valueFrom:\n        secretKeyRef:\n          name: hf-token\n          key: token\n", "      value: ${HUGGING_FACE_TOKEN}\n"))
+        "      valueFrom:\n        secretKeyRef:\n          name: hf-token\n          key: token\n",
+        "      value: ${HUGGING_FACE_TOKEN}\n"))
     shutil.copytree(EXAMPLES / "launchers", tmp_path / "launchers")
     first, second = "hf_FIRSTsecretVALUE123", "hf_SECONDsecretVALUE456"
     ok(nemo(["install", "--no-preflight", "--values", str(values), *NS], {**env, "HUGGING_FACE_TOKEN": first}))

@@ -264,7 +264,8 @@ other: 1
     (lambda t: t.replace("      accelerator: a4\n", ""), None),  # a per-accelerator chart with no accelerator
     (lambda t: t.replace("    chart: supervisor\n", "    chart: supervisor\n    version: 1.0.0\n"), None),
     (lambda t: t.replace("  - release: sup\n", "  -   release: sup\n"), None),
-    (lambda t: t.replace("    values:\n      accelerator: a3ultra\n      watchdogs: [ecc, xid]\n", "    values: {accelerator: a3ultra}\n"), None),
+    (lambda t: t.replace("    values:\n      accelerator: a3ultra\n      watchdogs: [ecc, xid]\n",
+                         "    values: {accelerator: a3ultra}\n"), None),
     (lambda t: t.replace("  - release: train\n", "  - release: ${NAME}\n").replace("      release: train-from-values\n", ""), None),
 ])
 def test_guess_recipe_releases(tmp_path, edit, expected):

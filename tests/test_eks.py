@@ -66,7 +66,8 @@ def test_every_aws_profile_requests_its_efa_devices(helm, acc, kind):
 def test_no_gke_only_pieces_on_eks(helm, acc, kind):
     out, doc = render_workload(helm, acc, kind, "--set", "volumes.ssdMountPath=/local")
     assert "gke.io" not in out and "cloud.google.com" not in out and "gcsfuse" not in out
-    pod = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet" else doc["spec"]["template"]["spec"]
+    pod = (doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet"
+           else doc["spec"]["template"]["spec"])
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": load_profiles()[acc]["machineType"]}
     (ssd,) = [v for v in pod["volumes"] if v["name"] == "local-ssd"]
     assert ssd["hostPath"]["path"] == "/mnt/k8s-disks/0"

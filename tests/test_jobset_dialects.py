@@ -55,7 +55,8 @@ def test_affinity_values_are_merged_with_the_node_terms(helm):
 
 
 def test_node_selector_from_both_keys_and_no_contradiction(helm):
-    js = jobset(helm, "a4x", "--set", "nodeSelector.pool=x", "--set", "workload.nodeSelector.cloud\\.google\\.com/gke-accelerator=nvidia-gb200")
+    js = jobset(helm, "a4x", "--set", "nodeSelector.pool=x",
+                "--set", "workload.nodeSelector.cloud\\.google\\.com/gke-accelerator=nvidia-gb200")
     assert pod(js)["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-gb200", "pool": "x"}
     bad = helm.template("r", chart("a4x"), "--set", "workload.nodeSelector.cloud\\.google\\.com/gke-accelerator=nvidia-b200",
                         check=False)
@@ -106,7 +107,8 @@ def test_gcs_volumes_off_makes_the_buckets_empty_directories(helm):
 def test_topology_request_is_replaced_not_merged_and_legacy_tas(helm):
     queue = ["--set", "queue=q"]
     assert annotations(jobset(helm, "a4", *queue))["kueue.x-k8s.io/podset-preferred-topology"] == "kubernetes.io/hostname"
-    required = annotations(jobset(helm, "a4", *queue, "--set-json", 'tasSettings.topologyRequest={"kueue.x-k8s.io/podset-required-topology":"b"}'))
+    required = annotations(jobset(helm, "a4", *queue, "--set-json",
+                                  'tasSettings.topologyRequest={"kueue.x-k8s.io/podset-required-topology":"b"}'))
     assert required["kueue.x-k8s.io/podset-required-topology"] == "b"
     assert "kueue.x-k8s.io/podset-preferred-topology" not in required  # Kueue refuses both
     legacy = jobset(helm, "a4", *queue, "--set", "tasSettings.useLegacyTAS=true")
@@ -148,7 +150,8 @@ def test_a4x_max_profile(helm):
     assert "NCCL_INIT_SCRIPT" not in script and not pod(js).get("initContainers")
     assert {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"} in pod(js)["tolerations"]
     # An older recipe names A4X Max's gIB installer image: it runs as on A4X.
-    installer = jobset(helm, "a4x-max", "--set", "network.gibVersion=us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-gib-a4x-max-arm64:v1.1.1")
+    installer = jobset(helm, "a4x-max", "--set",
+                       "network.gibVersion=us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-gib-a4x-max-arm64:v1.1.1")
     assert [c["name"] for c in pod(installer)["initContainers"]] == ["nccl-plugin-installer"]
     assert env(installer)["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"
     assert 'source ${NCCL_INIT_SCRIPT}' in workload(installer)["command"][2]

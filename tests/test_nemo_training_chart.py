@@ -507,4 +507,5 @@ def test_chart_files_and_schema(helm):
             # The clock only as the default of workload.jobTimestamp (the run's identity).
             clocks = re.findall(r"^.*\bnow\b.*$", text, re.M)
             assert clocks == ([] if template.name != "_helpers.tpl" else
-                              ['{{- $timestamp := .Values.workload.jobTimestamp | default (now | date "2006-01-02-15-04-05") -}}']), template
+                              ['{{- $timestamp := .Values.workload.jobTimestamp | default '
+                               '(now | date "2006-01-02-15-04-05") -}}']), template

@@ -231,7 +231,8 @@ def test_a_missing_secret_stops_the_job_before_anything_runs(tmp_path):
     ("slurm:\n  partition: \"p4de\\nrm -rf /\"\n", ":11:3: $.slurm.partition:", "is not valid"),
     ("slurm: {container_mounts: ['/a:/b,/etc:/etc']}\n", ":10:28: $.slurm.container_mounts[0]:", "does not match"),
     ("volumes: {ssdMountPath: /ssd}\n", ":10:11: $.volumes.ssdMountPath: the Slurm target cannot do this", "slurm.container_mounts"),
-    ("volumes:\n  pvcMounts: [{claimName: fsx-pvc, mountPath: /fsx}]\n", ":11:16: $.volumes.pvcMounts[0].claimName: claim 'fsx-pvc' has no path",
+    ("volumes:\n  pvcMounts: [{claimName: fsx-pvc, mountPath: /fsx}]\n",
+     ":11:16: $.volumes.pvcMounts[0].claimName: claim 'fsx-pvc' has no path",
      "slurm.claim_paths: {fsx-pvc: /path/on/the/nodes}"),
     ("slurm: {results_dir: relative/path}\n", ":10:9: $.slurm.results_dir:", "is not valid"),
 ])
@@ -266,7 +267,8 @@ releases:
     chart: fsx-lustre
     values:
       fileSystems:
-        - {name: fsx, fileSystemId: fs-0123456789abcdef0, dnsName: fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com, mountName: abcdefgh, capacity: 1200Gi}
+        - {name: fsx, fileSystemId: fs-0123456789abcdef0, dnsName: fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com, \
+           mountName: abcdefgh, capacity: 1200Gi}
   - release: train
     chart: nemo-training
     accelerator: p4de

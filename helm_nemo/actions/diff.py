@@ -15,6 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary
@@ -57,7 +63,7 @@ def namespace_of(extra: list[str]) -> str | None:
     return namespace
 
 
-def environment_secrets(values_files) -> list[str]:
+def environment_secrets(values_files: str | Path | Sequence[str | Path]) -> list[str]:
     """The values of secret-looking variables (TOKEN, PASSWORD, SECRET, KEY, CREDENTIAL) the file(s) use."""
     from helm_nemo.values.plan import load_all
     from helm_nemo.values.substitute import substitute
@@ -66,7 +72,8 @@ def environment_secrets(values_files) -> list[str]:
     return [value for values in result.secrets.values() for value in values]
 
 
-def diff_plans(plans, helm: HelmBinary, extra: list[str], *, validate: bool = True, echo: Echo = print) -> list[ReleaseDiff]:
+def diff_plans(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, validate: bool = True,
+               echo: Echo = print) -> list[ReleaseDiff]:
     """Read, render and compare every release; ReleaseReadError / DiffError at the first that fails."""
     from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags
 
@@ -98,7 +105,7 @@ def _shown(chart: str) -> str:
     return chart if relative.startswith("..") else relative
 
 
-def run(plans, helm: HelmBinary, extra: list[str], *, masker: Masker, output: str = "text", color: bool = False,
+def run(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, masker: Masker, output: str = "text", color: bool = False,
         validate: bool = True, out: Echo = print, err: Echo = print) -> int:
     """Compare and print; the exit code of diff(1)."""
     for plan in plans:

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import os
 from stat import S_ISREG
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 _READ_AT_MOST = 1 << 20
 _KEYS = ("chart", "accelerator", "release", "releases")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-_started: list = []  # [(args, StartedHelm)] not taken yet
+_started: list[tuple[list[str], StartedHelm]] = []  # not taken yet
 
 
 def _plain_name(text: str) -> str | None:
@@ -99,8 +102,10 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     """The releases of a recipe's `releases:` list, written in block style: each item's own `release`,
     `chart`, `accelerator` lines, or the same keys at the top of its `values:` (which win, as in
     values/recipe.py). Anything unusual (flow style, tabs, `version:`): None."""
-    items: list[dict] = []
-    dash = key_col = values_col = None
+    items: list[dict[str, Any]] = []
+    dash: int | None = None
+    key_col: int | None = None
+    values_col: int | None = None
     in_values = False
     for line in lines:
         content = line.lstrip(" ")
@@ -117,7 +122,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
             dash, key_col, in_values, values_col = col, col + 2, False, None
             items.append({"item": {}, "values": {}})
             content, col = content[2:], col + 2
-        if not items or col < key_col:
+        if not items or key_col is None or col < key_col:
             return None
         pair = _key_value(content.split(" #")[0].rstrip())
         if col == key_col:
@@ -146,7 +151,7 @@ def _recipe_releases(lines: list[str]) -> list[tuple[str, str]] | None:
     return out or None
 
 
-def start_template(params: dict) -> None:
+def start_template(params: dict[str, Any]) -> None:
     """For `template`/`lint` parameters from cli/direct.py: start `helm template` for each release the values
     or recipe file names, when the guess is safe."""
     values = params["values_files"]
@@ -174,7 +179,7 @@ def start_template(params: dict) -> None:
     mark("helm started (before validation)")
 
 
-def take(args: list[str]):
+def take(args: list[str]) -> StartedHelm | None:
     """The process started for exactly `args`, still waiting (then it is the caller's), or None."""
     for index, (started, proc) in enumerate(_started):
         if started == args and proc.poll() is None:
@@ -201,7 +206,8 @@ class StartedHelm:
         import _signal  # the C module behind `signal`, whose import (enum) costs ~4 ms here
         import _thread
 
-        self.args, self.returncode = args, None
+        self.args = args
+        self.returncode: int | None = None
         self._lock = _thread.allocate_lock()
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
@@ -242,7 +248,9 @@ class StartedHelm:
         return self._reap(block=False)
 
     def wait(self) -> int:
-        return self._reap(block=True)
+        code = self._reap(block=True)
+        assert code is not None  # a blocking wait ends with the exit code
+        return code
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
@@ -256,4 +264,5 @@ class StartedHelm:
         pump = Pump(self, text, None, None)
         pump.run()
         self.wait()
-        return tuple(pump.text(s).replace("\r\n", "\n").replace("\r", "\n") for s in (self.stdout, self.stderr))
+        out, err = (pump.text(s).replace("\r\n", "\n").replace("\r", "\n") for s in (self.stdout, self.stderr))
+        return out, err

@@ -40,10 +40,11 @@ def locate_helm() -> str:
         if value:
             return value
     checkout = resources.checkout_root()
-    for major in (4, 3) if checkout else ():
-        candidate = checkout / ".tools" / f"helm{major}" / "helm"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
+    if checkout:
+        for major in (4, 3):
+            candidate = checkout / ".tools" / f"helm{major}" / "helm"
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return str(candidate)
     import shutil
 
     found = shutil.which("helm")

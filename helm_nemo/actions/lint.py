@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+
+    from helm_nemo.actions.helm import HelmBinary
+    from helm_nemo.validate.documents import Document, ManifestProblem
+    from helm_nemo.values.plan import ReleasePlan
+
+    Echo = Callable[[str], None]
+    Parsed = tuple[list[Document], list[ManifestProblem]]
 
 from helm_nemo.actions import releases
 from helm_nemo.validate.documents import DEFAULT_KUBE_VERSION, parse_documents
@@ -40,7 +47,7 @@ def expected_kinds(chart: Path) -> set[tuple[str, str]]:
     return found
 
 
-def warm_validators(plans, kube_version: str = DEFAULT_KUBE_VERSION) -> None:
+def warm_validators(plans: Iterable[ReleasePlan], kube_version: str = DEFAULT_KUBE_VERSION) -> None:
     """Compile the validators and read the profiles the rendered releases will need (run while helm renders;
     every lookup is cached, so the check itself then finds them ready). Only a speed-up: what it misses the
     check compiles when it meets it."""
@@ -57,7 +64,7 @@ def warm_validators(plans, kube_version: str = DEFAULT_KUBE_VERSION) -> None:
             shipped_profile(plan.accelerator)
 
 
-def kube_version_for(plan, kube_version: str) -> str:
+def kube_version_for(plan: object, kube_version: str) -> str:
     """At least the plan's accelerator's minKubernetesVersion (A4X Max's RDMA claims need DRA's
     resource.k8s.io/v1, Kubernetes 1.34): the objects are validated for a version that can run them."""
     from helm_nemo.validate.manifests import shipped_profile
@@ -65,12 +72,12 @@ def kube_version_for(plan, kube_version: str) -> str:
     accelerator = getattr(plan, "accelerator", None)
     minimum = ((shipped_profile(accelerator) if accelerator else None) or {}).get("minKubernetesVersion")
     if minimum and resolve_kube_version(minimum) > resolve_kube_version(kube_version):
-        return minimum
+        return str(minimum)
     return kube_version
 
 
-def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
-                   hint: str | None = None, parsed=None) -> bool:
+def check_rendered(plan: ReleasePlan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION, echo: Echo = print,
+                   hint: str | None = None, parsed: Parsed | None = None) -> bool:
     """Validate one release's rendered text (`parsed`: what parse_documents made of it, when already done);
     echo its problems (if any). True when clean."""
     kube_version = kube_version_for(plan, kube_version)
@@ -84,7 +91,8 @@ def check_rendered(plan, text: str, *, kube_version: str = DEFAULT_KUBE_VERSION,
     return not problems
 
 
-def check_duplicates(rendered, *, echo=print, hint: str | None = None, parsed=None) -> bool:
+def check_duplicates(rendered: list[tuple[ReleasePlan, str]], *, echo: Echo = print, hint: str | None = None,
+                     parsed: list[Parsed] | None = None) -> bool:
     """No object rendered by two releases of the run (a PV, a PVC, a ConfigMap …); True when none is.
     `parsed`: each release's parse_documents result, when already done."""
     streams = [documents for documents, _ in parsed] if parsed else [text for _, text in rendered]
@@ -96,7 +104,8 @@ def check_duplicates(rendered, *, echo=print, hint: str | None = None, parsed=No
     return not problems
 
 
-def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print, hint: str | None = None) -> bool:
+def check_recipe(rendered: list[tuple[ReleasePlan, str]], *, kube_version: str = DEFAULT_KUBE_VERSION, echo: Echo = print,
+                 hint: str | None = None) -> bool:
     """Every release's rendered text (check_rendered), then the objects they share (check_duplicates); each
     text parsed once for both."""
     parsed = [parse_documents(text) for _, text in rendered]
@@ -105,8 +114,8 @@ def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=pri
     return check_duplicates(rendered, echo=echo, hint=hint, parsed=parsed) and clean
 
 
-def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION, echo=print,
-               err=print) -> int:
+def lint_plans(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, kube_version: str = DEFAULT_KUBE_VERSION,
+               echo: Echo = print, err: Echo = print) -> int:
     """Render every release with helm template and validate it: 0 clean, 2 problems, helm's code if rendering fails."""
     for plan in plans:
         for warning in plan.warnings:
@@ -129,7 +138,8 @@ def lint_plans(plans, helm, extra: list[str], *, kube_version: str = DEFAULT_KUB
 SKIP_HINT = "(--skip-manifest-validation skips this check)"
 
 
-def preflight(plans, helm, extra: list[str], *, echo=print, validate: bool = True, cluster=None) -> int:
+def preflight(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, echo: Echo = print,
+              validate: bool = True, cluster: Callable[[list[tuple[ReleasePlan, str]]], int] | None = None) -> int:
     """Before installing: render every release of the recipe and validate it (unless `validate` is False),
     then give the rendered [(plan, text)] to `cluster` (the cluster preflight, helm_nemo.actions.preflight),
     so none is installed if one is invalid or a check fails. 0 when all are clean."""

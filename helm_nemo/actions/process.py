@@ -24,8 +24,12 @@ import threading
 from contextlib import contextmanager
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import TextIO
+    from typing import Any, IO, TextIO, TypeAlias
     from collections.abc import Iterator
+
+    from helm_nemo.actions.early import StartedHelm
+
+    Helm: TypeAlias = "subprocess.Popen[Any] | StartedHelm"  # a helm started here, or early (actions/early.py)
 
 from helm_nemo.secrets import mask
 
@@ -73,11 +77,11 @@ class SignalStop(BaseException):
 class _State:
     active = False
     received: int | None = None
-    children: set = set()  # the helm processes running now (recipe renders run side by side)
+    children: set[Any] = set()  # the helm processes running now (recipe renders run side by side)
     at_once = False  # inside stopping_at_once(): a signal raises SignalStop
 
 
-def _handler(signum, _frame) -> None:
+def _handler(signum: int, _frame: object) -> None:
     if _State.received is None:
         _State.received = signum
     for child in list(_State.children):
@@ -90,7 +94,7 @@ def _handler(signum, _frame) -> None:
         raise SignalStop(signum)
 
 
-def spawn(args: list[str], **popen) -> subprocess.Popen:
+def spawn(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """Start helm (its own process group while signals are forwarded) and have signals passed to it until
     `release(proc)`; Interrupted instead when a signal already arrived."""
     check_interrupted()
@@ -101,13 +105,13 @@ def spawn(args: list[str], **popen) -> subprocess.Popen:
     return proc
 
 
-def adopt(proc) -> None:
+def adopt(proc: Helm) -> None:
     """A helm started elsewhere (actions/early.py, in its own process group) and now given its values: signals
     are passed to it too, until `release(proc)`."""
     _State.children.add(proc)
 
 
-def kill(proc: subprocess.Popen) -> None:
+def kill(proc: Helm) -> None:
     """Stop helm (SIGKILL to its process group: nothing it started outlives it), reap it, close its pipes."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -123,7 +127,7 @@ def kill(proc: subprocess.Popen) -> None:
                 pass
 
 
-def release(proc: subprocess.Popen) -> None:
+def release(proc: Helm) -> None:
     """`proc` has exited (or is given up): no more signals for it."""
     _State.children.discard(proc)
 
@@ -171,7 +175,7 @@ def check_interrupted() -> None:
 
 def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool = False,
              capture_stderr: bool = False, stdout: TextIO | None = None,
-             stderr: TextIO | None = None) -> subprocess.CompletedProcess:
+             stderr: TextIO | None = None) -> subprocess.CompletedProcess[str]:
     """Run helm to its end; a stream not captured is relayed, masked, line by line.
 
     Raises Interrupted (after helm exited) when a signal arrived, OutputError when relaying failed."""
@@ -198,17 +202,18 @@ def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool 
 class Pump:
     """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
 
-    def __init__(self, proc: subprocess.Popen, input: str | None, out: TextIO | None, err: TextIO | None):
+    def __init__(self, proc: subprocess.Popen[bytes] | StartedHelm, input: str | None, out: TextIO | None,
+                 err: TextIO | None):
         self.proc = proc
         self.data = memoryview(input.encode("utf-8")) if input is not None else None
         self.targets = {proc.stdout: out, proc.stderr: err}
-        self.buffers: dict = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.buffers: dict[IO[bytes] | None, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
         self.failed: OSError | None = None
 
-    def text(self, stream) -> str:
+    def text(self, stream: IO[bytes] | None) -> str:
         return bytes(self.buffers[stream]).decode("utf-8", errors="replace")
 
-    def emit(self, stream, final: bool = False) -> None:
+    def emit(self, stream: IO[bytes] | None, final: bool = False) -> None:
         target, buffer = self.targets[stream], self.buffers[stream]
         if target is None:
             return  # captured: kept whole
@@ -230,16 +235,19 @@ class Pump:
     def run(self) -> None:
         with selectors.DefaultSelector() as selector:
             if self.data is not None:
+                assert self.proc.stdin is not None  # a pipe whenever there is input
                 if len(self.data):
                     selector.register(self.proc.stdin, selectors.EVENT_WRITE)
                 else:
                     self.proc.stdin.close()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                selector.register(stream, selectors.EVENT_READ)
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                assert pipe is not None  # always pipes
+                selector.register(pipe, selectors.EVENT_READ)
             while selector.get_map():
                 for key, _ in selector.select():
-                    stream = key.fileobj
+                    stream: IO[bytes] = key.fileobj  # type: ignore[assignment]  # one of the pipes registered above
                     if stream is self.proc.stdin:
+                        assert self.data is not None
                         try:
                             written = os.write(stream.fileno(), self.data[:65536])
                         except BrokenPipeError:  # helm stopped reading (it failed early)

@@ -77,7 +77,7 @@ def _ref(target: str, name: str) -> str:
     return f"{target.rstrip('/')}/{name}"
 
 
-def _helm(helm: HelmBinary, *args: str, plain_http: bool) -> subprocess.CompletedProcess:
+def _helm(helm: HelmBinary, *args: str, plain_http: bool) -> subprocess.CompletedProcess[str]:
     cmd = [helm.path, *args] + (["--plain-http"] if plain_http else [])
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
@@ -109,7 +109,7 @@ def with_digest_annotation(chart_yaml: str, digest: str) -> str:
     for index, text in enumerate(lines):
         if re.match(r"^annotations:\s*(#.*)?$", text):
             following = next((t for t in lines[index + 1:] if t.strip()), "")
-            indent = re.match(r"^(\s*)", following).group(1) if following.startswith((" ", "\t")) else "  "
+            indent = following[:len(following) - len(following.lstrip())] if following.startswith((" ", "\t")) else "  "
             lines.insert(index + 1, indent + line)
             return "\n".join(lines)
     return chart_yaml.rstrip("\n") + f"\nannotations:\n  {line}\n"
@@ -229,7 +229,8 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
     return outcomes
 
 
-def _safe(func, helm, target, chart, plain_http, outcome: Outcome) -> Outcome:
+def _safe(func: Callable[[HelmBinary, str, ChartContent, bool, Outcome], Outcome], helm: HelmBinary, target: str,
+          chart: ChartContent, plain_http: bool, outcome: Outcome) -> Outcome:
     try:
         return func(helm, target, chart, plain_http, outcome)
     except PublishError as err:

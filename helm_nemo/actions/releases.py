@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, UTC
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import TextIO
+    from typing import Any, TextIO
     from collections.abc import Callable
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
@@ -22,6 +22,8 @@ from helm_nemo.secrets import mask
 from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
 if TYPE_CHECKING:
+    from helm_nemo.actions.process import Helm
+
     Echo = Callable[[str], None]
 
 
@@ -75,25 +77,25 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
     return args + (translate_flags(extra, helm.major) if needs_translation(extra) else list(extra))
 
 
-def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess:
+def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
     """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind.
     Not captured, helm's output is relayed with the values from the environment masked."""
     return run_helm(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
                     capture_stdout=capture, capture_stderr=capture)
 
 
-def run_verb(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str]) -> subprocess.CompletedProcess:
+def run_verb(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """`helm VERB RELEASE CHART -f -` with the plan's values, helm's output relayed (masked)."""
     return _run(helm, verb, plan, extra, capture=False)
 
 
-def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess:
+def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess[str]:
     """`helm template` of one plan with stdout and stderr captured (what offline validation reads)."""
     return _run(helm, ["template"], plan, extra, capture=True)
 
 
 def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
-               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess]:
+               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess[str]]:
     """`helm template` of every plan side by side (one helm process each), results in plan order.
 
     helm renders in its own process, so the time it takes is free for this one: `while_waiting` runs
@@ -105,10 +107,10 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     from helm_nemo.actions import early
 
     process.check_interrupted()  # a signal while validating: no helm gets the values (a started one is killed)
-    runs = []
+    runs: list[tuple[list[str], Helm, str, dict[str, str]]] = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
-        proc = early.take(args)  # started before validation for exactly this command: it waits for its values
+        proc: Helm | None = early.take(args)  # started before validation for exactly this command: it waits for its values
         if proc is not None:
             process.adopt(proc)
         else:
@@ -119,7 +121,7 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
 
     mark("helm started")
 
-    def collect(proc: subprocess.Popen, values: str, into: dict) -> None:
+    def collect(proc: Helm, values: str, into: dict[str, Any]) -> None:
         into["out"], into["err"] = proc.communicate(values)
 
     threads = [threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs]
@@ -132,7 +134,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     for _, proc, _, _ in runs:
         process.release(proc)
     process.check_interrupted()  # a signal: every helm was passed it and has exited
-    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"]) for args, proc, _, into in runs]
+    # proc.returncode is set: communicate() waited for helm
+    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"])  # type: ignore[arg-type]
+            for args, proc, _, into in runs]
 
 
 # Exit code when the rendered manifests have problems (helm_nemo.validate); same as a user error.
@@ -144,7 +148,7 @@ def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], sa
     """`helm template` of every release side by side (`warm` runs meanwhile): ([(plan, text)] of the releases
     before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
     `say` with `failed` / `empty` after the message)."""
-    rendered = []
+    rendered: list[tuple[ReleasePlan, str]] = []
     for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm), strict=True):
         if proc.returncode != 0:
             say(proc.stderr.rstrip())
@@ -216,7 +220,7 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
     return 0
 
 
-def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess) -> str:
+def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess[str]) -> str:
     """The message for a `helm template` that exited 0 and printed no manifest (never "ok: 0 objects")."""
     said = proc.stderr.strip().splitlines()
     return (f"helm nemo: helm template printed nothing for release {plan.release} ({plan.chart}); a chart renders "
@@ -263,7 +267,9 @@ namespace_flag = _namespace_flag
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:
     """Reverse order. A release that is not installed is skipped (the clean-up after an install that
     stopped half-way, which install suggests), unless none of the releases is installed."""
-    failed, missing, done = [], [], []
+    failed: list[str] = []
+    missing: list[str] = []
+    done: list[str] = []
     ordered = list(reversed(plans))
     for index, plan in enumerate(ordered, start=1):
         flags = translate_flags(extra, helm.major) if needs_translation(extra) else list(extra)

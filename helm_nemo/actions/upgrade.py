@@ -28,7 +28,7 @@ from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flag
 from helm_nemo.actions.installed import global_flags, release_status
 from helm_nemo.actions.process import Interrupted, run_helm
 from helm_nemo.diff.admission import Refusal, refusals
-from helm_nemo.diff.objects import ObjectId
+from helm_nemo.diff.objects import ObjectDiff, ObjectId
 from helm_nemo.diff.semantic import Difference
 from helm_nemo.values.plan import ReleasePlan
 
@@ -71,7 +71,8 @@ def classify(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, va
     return out
 
 
-def _against_last_deployed(helm: HelmBinary, plan: ReleasePlan, extra: list[str], rendered: str):
+def _against_last_deployed(helm: HelmBinary, plan: ReleasePlan, extra: list[str],
+                           rendered: str) -> tuple[list[ObjectDiff], str | None]:
     """For a release whose last revision failed: the comparison with the last revision that deployed (its objects
     are the ones in the cluster), or `uninstalled` when the release was uninstalled since (nothing of it runs)."""
     from helm_nemo.actions.installed import get_manifest, release_history

@@ -143,7 +143,7 @@ def _defer_rare_modules() -> None:
             stand_in.__dict__.update(real.__dict__)
             return getattr(real, attribute)
 
-        stand_in.__getattr__ = load
+        stand_in.__getattr__ = load  # type: ignore[method-assign]  # a module's __getattr__ (PEP 562)
         sys.modules[name] = stand_in
 
 

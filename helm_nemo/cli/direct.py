@@ -10,6 +10,9 @@ tests/test_cli_direct.py checks that every command line `parse` accepts gets the
 from __future__ import annotations
 
 import os
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 # option -> (parameter, "flag" | "value" | "values"), as cli/releases.py declares them for click
 _VALUES = {"-f": ("values_files", "values"), "--values": ("values_files", "values"), "--root": ("root", "value"),
@@ -23,7 +26,7 @@ _COMMON_DEFAULTS = {"values_files": (), "root": None, "show_secrets": False, "ch
                     "chart_repo": None, "namespace": None, "release": None}
 
 # command -> (its options, the defaults of the ones beyond _RELEASE)
-COMMANDS = {
+COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "install": ({**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT},
                 {"skip_manifest_validation": False, "target": "kubernetes", "no_preflight": False, "preflight_only": False}),
@@ -40,13 +43,13 @@ COMMANDS = {
 _TARGETS = ("kubernetes", "slurm")
 
 
-def parse(command: str, args: list[str]) -> dict | None:
+def parse(command: str, args: list[str]) -> dict[str, Any] | None:
     """The parameters click would give `command` for `args`, or None when this parser does not read the
     line exactly as click does (then click parses it)."""
     if command not in COMMANDS:
         return None
     options, defaults = COMMANDS[command]
-    params: dict = {**_COMMON_DEFAULTS, **defaults}
+    params: dict[str, Any] = {**_COMMON_DEFAULTS, **defaults}
     values: list[str] = []
     positional: list[str] = []
     index = 0

@@ -60,8 +60,8 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
 
                 mark("values: load, substitute, schema")
                 code = body(plans, extra, **options)
-                if received() is not None and not code:  # a signal no helm call was there to report
-                    raise Interrupted(received())
+                if (signum := received()) is not None and not code:  # a signal no helm call was there to report
+                    raise Interrupted(signum)
             except Exception as err:
                 _fail(err)
     except SignalStop as stop:  # before any helm started: nothing is running, nothing was sent

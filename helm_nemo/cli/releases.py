@@ -70,7 +70,7 @@ def _release_command(body):
 
     @functools.wraps(body)
     @click.pass_context
-    def command(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
+    def command(ctx, /, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
         from helm_nemo.cli.release_commands import helm_extra, run_release
 
         extra = helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)

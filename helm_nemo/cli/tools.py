@@ -30,7 +30,8 @@ def summary(manifest):
             job = doc["spec"]["replicatedJobs"][0]["template"]["spec"]
             pod = job["template"]["spec"]
             gpus = sum(int((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod["containers"])
-            line += f": {job['parallelism']} pods x {gpus} GPUs, queue {doc['metadata'].get('labels', {}).get('kueue.x-k8s.io/queue-name', '-')}"
+            queue = doc["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name", "-")
+            line += f": {job['parallelism']} pods x {gpus} GPUs, queue {queue}"
         click.echo(line)
     click.echo(f"{len(docs)} object(s)")
 

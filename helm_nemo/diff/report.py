@@ -14,7 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from helm_nemo.diff.admission import Refusal
 from helm_nemo.diff.objects import ObjectDiff, plain
+from helm_nemo.diff.semantic import Difference
 from helm_nemo.secrets import MASK, Masker as SecretMasker
 _INLINE = 100  # a value longer than this (as JSON) goes on its own lines
 
@@ -40,10 +42,10 @@ class Masker(SecretMasker):
     or quoted value), as `helm nemo diff` uses it: `hides` says whether a value holds one."""
 
     def hides(self, value: Any) -> bool:
-        return self.value(value) != value
+        return bool(self.value(value) != value)
 
 
-def _pair(diff, masker: Masker) -> tuple[Any, Any]:
+def _pair(diff: Difference, masker: Masker) -> tuple[Any, Any]:
     """(old, new) for display, masked. Where the new value holds a secret, the old one is most likely the
     previous secret, which the environment no longer names: a value is then *** as a whole, and in a
     text the old lines that begin like a masked new line (`export HF_TOKEN=`) are masked from there on."""
@@ -57,8 +59,8 @@ def _pair(diff, masker: Masker) -> tuple[Any, Any]:
 
 
 def _mask_like(old: str, masked_new: str) -> str:
-    prefixes = {line[:line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
-    prefixes = sorted((p for p in prefixes if p.strip()), key=len, reverse=True)
+    found = {line[:line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
+    prefixes = sorted((p for p in found if p.strip()), key=len, reverse=True)
     lines = []
     for line in old.split("\n"):
         for prefix in prefixes:
@@ -91,7 +93,7 @@ def unified(old: str, new: str, masker: Masker | None = None) -> list[str]:
     return out
 
 
-def _refusals(obj):
+def _refusals(obj: ObjectDiff) -> list[Refusal]:
     """What of a changed object the cluster will not change in place (helm_nemo/diff/admission.py)."""
     if obj.change != "changed" or not obj.old or not obj.new:
         return []
@@ -106,7 +108,7 @@ class _Style:
     def __init__(self, color: bool):
         self.color = color
 
-    def __call__(self, text: str, **style) -> str:
+    def __call__(self, text: str, **style: Any) -> str:
         if not self.color:
             return text
         import click
@@ -125,7 +127,7 @@ def _block(value: Any, mark: str, indent: str, style: _Style, colour: str) -> li
     return [style(f"{indent}{mark} {line}", fg=colour) for line in text.split("\n")]
 
 
-def _field_lines(diff, masker: Masker, style: _Style) -> list[str]:
+def _field_lines(diff: Difference, masker: Masker, style: _Style) -> list[str]:
     old, new = _pair(diff, masker)
     indent = "    "
     path = diff.path or "."
@@ -177,7 +179,7 @@ def render_text(releases: list[ReleaseDiff], masker: Masker, color: bool = False
 
 # ---- JSON ------------------------------------------------------------------------------------------------
 
-def _field_json(diff, masker: Masker) -> dict[str, Any]:
+def _field_json(diff: Difference, masker: Masker) -> dict[str, Any]:
     old, new = _pair(diff, masker)
     out: dict[str, Any] = {"path": diff.path, "change": diff.change}
     if diff.change in ("changed", "removed"):

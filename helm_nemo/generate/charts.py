@@ -10,6 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import jinja2
 
 from helm_nemo import resources
 from helm_nemo.generate.profiles import load_profiles, parse_yaml, read_yaml
@@ -48,7 +51,7 @@ def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
     ]
 
 
-def _jinja_env(generator_dir: Path):
+def _jinja_env(generator_dir: Path) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
@@ -88,10 +91,10 @@ def to_yaml(value: Any, indent: int = 0) -> str:
     """
     import yaml
 
-    class BlockDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    class BlockDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # C dumper if built
         """Multi-line strings as literal blocks, sequences indented under their key like kubectl."""
 
-    def represent_str(dumper, data):
+    def represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
         style = "|" if "\n" in data else None
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
@@ -137,7 +140,7 @@ def _chart_dir(spec: ChartSpec, profile: dict[str, Any] | None) -> str:
     return f"{profile['id']}/{spec.kind}" if profile else spec.kind
 
 
-def render_chart(env, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None,
+def render_chart(env: jinja2.Environment, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None,
                  profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, bytes]:
     """Every file of one chart, keyed by its path relative to the chart folder.
 

@@ -42,7 +42,7 @@ def load_profile(path: Path) -> dict[str, Any]:
 
 # Optional profile fields and their meaning when absent. Filling them here lets the chart sources
 # use strict undefined-checking: a misspelt field is an error, an absent optional one is not.
-_OPTIONAL = {
+_OPTIONAL: dict[str, Any] = {
     "computeDomain": False,
     "fabric": None,
     "extraResources": {},
@@ -57,7 +57,7 @@ _OPTIONAL = {
     "workloadSecurity": {},
     "workloadEnv": [],
 }
-_OPTIONAL_NETWORK = {
+_OPTIONAL_NETWORK: dict[str, Any] = {
     "extraValues": {},
     "hostPaths": [],
     "workloadMounts": [],

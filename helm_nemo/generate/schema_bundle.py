@@ -75,7 +75,7 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
                 if profile is None:
                     raise ValueError(f"{schema_file}: $profile marker in a schema bundled without a profile")
                 return _profile_value(profile, node["$profile"])
-            out = {}
+            out: dict[str, Any] = {}
             for key, value in node.items():
                 if key == REQUIRES:
                     continue
@@ -90,7 +90,7 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
             return [walk(item, current_file) for item in node]
         return node
 
-    result = walk({k: v for k, v in load(schema_file).items() if k != "$id"}, schema_file)
+    result: dict[str, Any] = walk({k: v for k, v in load(schema_file).items() if k != "$id"}, schema_file)
     own = result.pop("definitions", {})
     clash = sorted(set(own) & set(collected))
     if clash:

@@ -26,7 +26,7 @@ def _type_of(node: dict[str, Any]) -> str:
     if isinstance(kind, list):
         return " \\| ".join(kind)
     if kind:
-        return kind
+        return str(kind)
     if node.get("x-helm-nemo-legacy"):
         return "legacy"
     if "anyOf" in node:

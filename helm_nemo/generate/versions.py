@@ -7,8 +7,9 @@ counts). A version is *released* once CHANGELOG.md has an entry for it
 rewrites one. `helm-nemo generate --check` fails when a chart's content differs from the entry of its
 current version (naming the next patch version to use), when a released version is not locked, or when
 CHANGELOG.md and the lock disagree (a locked version without an entry, an entry that nothing locks). A
-version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same digest goes into the published chart as the
-`helm-nemo.dev/content-digest` annotation, which is how `publish` tells "same content" apart.
+version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same
+digest goes into the published chart as the `helm-nemo.dev/content-digest` annotation, which is how `publish`
+tells "same content" apart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 from helm_nemo import resources
 
@@ -56,7 +60,7 @@ def content_digest(files: dict[str, bytes]) -> str:
 def chart_fields(chart_yaml: bytes) -> tuple[str, str]:
     """(name, version) of a Chart.yaml; a regex for the generated form, YAML for anything else."""
     text = chart_yaml.decode("utf-8")
-    found = dict(m.groups() for m in _FIELD.finditer(text))
+    found = {m.group(1): m.group(2) for m in _FIELD.finditer(text)}
     if "name" not in found or "version" not in found:
         import yaml
 
@@ -104,7 +108,8 @@ def load_lock(root: Path | None = None) -> dict[str, dict[str, str]]:
     path = lock_path(root)
     if not path.exists():
         return {}
-    return json.loads(path.read_text(encoding="utf-8")).get("charts", {})
+    charts: dict[str, dict[str, str]] = json.loads(path.read_text(encoding="utf-8")).get("charts", {})
+    return charts
 
 
 def lock_text(lock: dict[str, dict[str, str]]) -> str:
@@ -117,7 +122,7 @@ def lock_text(lock: dict[str, dict[str, str]]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple[Any, ...]:
     """SemVer precedence (enough for sorting: release > pre-release, numeric parts compared as numbers)."""
     found = SEMVER.match(version)
     if not found:
@@ -131,7 +136,9 @@ def next_patch(versions: list[str]) -> str:
     valid = [v for v in versions if SEMVER.match(v)]
     if not valid:
         return "1.0.0"
-    major, minor, patch, pre, _ = SEMVER.match(max(valid, key=version_key)).groups()
+    highest = SEMVER.match(max(valid, key=version_key))
+    assert highest is not None  # one of `valid`
+    major, minor, patch, pre, _ = highest.groups()
     # 1.1.0-rc.1 -> 1.1.0 is the next version; 1.0.0 -> 1.0.1
     return f"{major}.{minor}.{patch}" if pre else f"{major}.{minor}.{int(patch) + 1}"
 

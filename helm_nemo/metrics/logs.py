@@ -30,6 +30,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    Line = tuple[int, str, bool]  # (line number, text without its line end, had a line end)
 
 from helm_nemo.user_errors import Problem, UserError
 
@@ -116,18 +122,18 @@ def read_log(path: str | Path) -> StepLog:
         return _read_text(name, first, lines)
 
 
-def _numbered_lines(handle):
+def _numbered_lines(handle: Iterable[str]) -> Iterator[Line]:
     """(line number, text without its line end, had a line end) for every line of the file."""
     for number, raw in enumerate(handle, start=1):
         ended = raw.endswith("\n")
         yield number, raw.rstrip("\r\n"), ended
 
 
-def _read_dllogger(name: str, first, rest) -> StepLog:
+def _read_dllogger(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
     log = StepLog(name, "dllogger")
     pending = None  # a line that did not parse: an error unless it turns out to be the last one
 
-    def lines():
+    def lines() -> Iterator[Line]:
         yield first
         yield from rest
 
@@ -156,7 +162,7 @@ def _read_dllogger(name: str, first, rest) -> StepLog:
     return log
 
 
-def _dllogger_entry(name: str, number: int, entry, log: StepLog) -> None:
+def _dllogger_entry(name: str, number: int, entry: Any, log: StepLog) -> None:
     if not isinstance(entry, dict):
         raise _problem(name, number, "a dllogger entry must be a JSON object")
     step = entry.get("step")
@@ -170,11 +176,11 @@ def _dllogger_entry(name: str, number: int, entry, log: StepLog) -> None:
     log.timings.append(StepTiming(step, data[TIMING_KEY], number))
 
 
-def _read_text(name: str, first, rest) -> StepLog:
+def _read_text(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
     found: dict[str, list[StepTiming]] = {fmt: [] for fmt in TEXT_FORMATS}
     last = None  # (line number, had a line end, matched a timing pattern)
 
-    def lines():
+    def lines() -> Iterator[Line]:
         yield first
         yield from rest
 
@@ -262,11 +268,13 @@ def average_seconds(chosen: list[StepTiming]) -> float:
     """The mean step time, summed in file order (as the anchor does, so the result is bit-identical)."""
     total = 0.0
     for timing in chosen:
-        total += timing.value()
+        value = timing.value()
+        assert value is not None  # select_steps refuses a step without one
+        total += value
     return total / len(chosen)
 
 
-def scan_lines(name: str, lines) -> StepLog | None:
+def scan_lines(name: str, lines: Iterable[tuple[int, str]]) -> StepLog | None:
     """The step timings in a piece of a log that is still being written (`helm nemo status` reads the tail of
     a running pod's log): `lines` are (line number, text) pairs; the first may be cut, the last unfinished;
     `DLLL {json}` lines may be mixed with other output (a launcher that prints dllogger's lines). No error:

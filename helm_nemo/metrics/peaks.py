@@ -31,8 +31,8 @@ class Peak:
     def tflops(self, precision: str) -> float | None:
         return self.bf16 if precision == "bf16" else self.fp8
 
-    def as_profile_field(self) -> dict:
-        out = {"bf16": self.bf16}
+    def as_profile_field(self) -> dict[str, float | str]:
+        out: dict[str, float | str] = {"bf16": self.bf16}
         if self.fp8 is not None:
             out["fp8"] = self.fp8
         out["source"] = self.source

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from helm_nemo.values.load import LoadedValues
 
 from helm_nemo.user_errors import Problem, UserError, json_path
 from helm_nemo.values import value_at
@@ -81,13 +86,14 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
         if key not in values and value_at(data, where) is not None:
             values[key] = value_at(data, where)
 
-    def at(rel: tuple) -> tuple[str, int | None, str]:
+    def at(rel: tuple[Any, ...]) -> tuple[str, int | None, str]:
         where = origin.get(rel[0], prefix + rel) if len(rel) == 1 else prefix + rel
         line, _ = loaded.position(where)
         return str(loaded.path), line, json_path(where)
 
     out = RecipeInputs(Path(loaded.path), release=name)
-    workload = values.get("workload") if isinstance(values.get("workload"), dict) else {}
+    workload = values.get("workload")
+    workload = workload if isinstance(workload, dict) else {}
     if isinstance(values.get("accelerator"), str):
         out.accelerator = Found(values["accelerator"], *at(("accelerator",)))
     gpus = workload.get("gpus")
@@ -103,7 +109,7 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     return out
 
 
-def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, dict, dict]:
+def _training_release(loaded: LoadedValues, release: str | None) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """(release name, where its values are, the values, where release-level keys are) of the release that
     trains (has workload.gpus)."""
     data = loaded.data
@@ -136,9 +142,9 @@ def _training_release(loaded, release: str | None) -> tuple[str | None, tuple, d
     return candidates[0]
 
 
-def _pruned(data: Any, paths: list[tuple]) -> Any:
+def _pruned(data: Any, paths: list[tuple[Any, ...]]) -> Any:
     """Only the given paths of `data`, at the same places (list items before them kept as null)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for where in paths:
         value = value_at(data, where)
         if value is None:
@@ -153,7 +159,7 @@ def _pruned(data: Any, paths: list[tuple]) -> Any:
             if last:
                 node[part] = source
             else:
-                empty = [] if isinstance(source, list) else {}
+                empty: list[Any] | dict[Any, Any] = [] if isinstance(source, list) else {}
                 if isinstance(node, dict):
                     node = node.setdefault(part, empty)
                 else:
@@ -162,14 +168,17 @@ def _pruned(data: Any, paths: list[tuple]) -> Any:
     return out
 
 
-def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dict | None, tuple]:
+def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...],
+            out: RecipeInputs) -> tuple[dict[str, Any] | None, tuple[str, int | None, str]]:
     """The model config the release carries (a file under `files:`, or inline), parsed, and where it is
     (file, line, path prefix) for the Found values read from it."""
     import yaml
 
-    refs = values.get("files") if isinstance(values.get("files"), dict) else {}
+    refs = values.get("files")
+    refs = refs if isinstance(refs, dict) else {}
     for key in CONFIG_KEYS:
-        text, where = None, None
+        text: str | None = None
+        where: tuple[str, int | None, str] = ("", None, "")  # set with `text`
         if isinstance(refs.get(key), str):
             line, _ = loaded.position(prefix + ("files", key))
             target = Path(refs[key])
@@ -199,7 +208,8 @@ def _config(loaded, values: dict, prefix: tuple, out: RecipeInputs) -> tuple[dic
     return None, ("", None, "")
 
 
-def _arguments(workload: dict, at) -> tuple[dict[str, Found], dict[str, Found]]:
+def _arguments(workload: dict[str, Any],
+               at: Callable[[tuple[Any, ...]], tuple[str, int | None, str]]) -> tuple[dict[str, Found], dict[str, Found]]:
     """Hydra overrides (`key=value`, `{name, value}`) and launcher flags (`--name=value`, `--name value`)."""
     overrides: dict[str, Found] = {}
     flags: dict[str, Found] = {}
@@ -214,6 +224,7 @@ def _arguments(workload: dict, at) -> tuple[dict[str, Found], dict[str, Found]]:
                 continue
             if not isinstance(item, str):
                 continue
+            value: str | int | float
             if item.startswith("-"):
                 name, sep, value = item.lstrip("-").partition("=")
                 if not sep:
@@ -235,14 +246,14 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _lookup(config: dict | None, dotted: str) -> Any:
+def _lookup(config: dict[str, Any] | None, dotted: str) -> Any:
     return _resolve(config, dotted, value_at(config, dotted.split(".")))
 
 
 _INTERPOLATION = re.compile(r"^\$\{(\.*)([A-Za-z0-9_.]+)\}$")
 
 
-def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> Any:
+def _resolve(config: dict[str, Any] | None, dotted: str, value: Any, depth: int = 0) -> Any:
     """Hydra's `${model.encoder_seq_length}` and `${.sibling}` interpolations (plain references only)."""
     match = _INTERPOLATION.match(value) if isinstance(value, str) else None
     if not match or depth > 10:
@@ -254,7 +265,8 @@ def _resolve(config: dict | None, dotted: str, value: Any, depth: int = 0) -> An
     return _resolve(config, target, value_at(config, target.split(".")), depth + 1)
 
 
-def _first(config: dict | None, config_origin: tuple, overrides: dict[str, Found], keys: tuple[str, ...]) -> Found | None:
+def _first(config: dict[str, Any] | None, config_origin: tuple[str, int | None, str], overrides: dict[str, Found],
+           keys: tuple[str, ...]) -> Found | None:
     for key in keys:
         if key in overrides:
             return overrides[key]
@@ -279,7 +291,7 @@ def _integer(found: Found | None) -> Found | None:
     return replace(found, value=value) if isinstance(value, int) and value > 0 else None
 
 
-def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found], out: RecipeInputs) -> None:
+def _from_config(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], out: RecipeInputs) -> None:
     batch = _integer(_first(config, origin, overrides,
                             ("model.global_batch_size", "train.global_batch_size", "data.global_batch_size")))
     if batch:
@@ -302,7 +314,7 @@ def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found]
         out.architecture = arch
 
 
-def _architecture(config: dict | None, origin: tuple, overrides: dict[str, Found], seq: Found | None) -> Found | None:
+def _architecture(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], seq: Found | None) -> Found | None:
     def get(key: str) -> Any:
         found = _first(config, origin, overrides, (f"model.{key}",))
         return None if found is None else found.value
@@ -328,7 +340,7 @@ def _architecture(config: dict | None, origin: tuple, overrides: dict[str, Found
     return Found(arch, file, line, path + "model")
 
 
-def _vocab(config: dict | None, get) -> int | None:
+def _vocab(config: dict[str, Any] | None, get: Callable[[str], Any]) -> int | None:
     for key in ("padded_vocab_size", "vocab_size"):
         value = get(key)
         if isinstance(value, int) and value > 0:

@@ -16,6 +16,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any, TypedDict
+
+    from helm_nemo.metrics.logs import StepTiming
+    from helm_nemo.metrics.recipe import Found, RecipeInputs
+
+    class Names(TypedDict):
+        model: str | None
+        model_source: str
+        peak_source: str
+        seq_len: int | None
+
 from helm_nemo.user_errors import Problem, UserError
 from helm_nemo.metrics import flops as flops_model
 from helm_nemo.metrics.logs import StepLog, average_seconds, read_log, select_steps
@@ -49,7 +62,7 @@ class Request:
 class Input:
     """One input of a metrics report, with where it came from (shown next to the figure)."""
 
-    value: object
+    value: Any  # a number, or a name (precision)
     origin: str  # "command line", "default (bf16)", or where --values states it (file:line path)
 
 
@@ -71,8 +84,8 @@ class Report:
     peak_source: str
     warnings: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict:
-        def value(key: str):
+    def as_json(self) -> dict[str, Any]:
+        def value(key: str) -> Any:
             return self.inputs[key].value
 
         return {
@@ -122,7 +135,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _num(value) -> str:
+def _num(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -141,7 +154,7 @@ def measure(request: Request) -> Report:
     )
 
 
-def resolve(request: Request) -> tuple[dict[str, Input], dict]:
+def resolve(request: Request) -> tuple[dict[str, Input], Names]:
     """Every input of the figures (command line, else --values), with where it came from, and the names
     (model, its FLOPs source, the peak's source, the sequence length); UserError listing every problem."""
     problems: list[Problem] = []
@@ -162,7 +175,7 @@ def resolve(request: Request) -> tuple[dict[str, Input], dict]:
     return inputs, names
 
 
-def resolve_partial(request: Request, recipe=None) -> tuple[dict[str, Input], dict, list[Problem]]:
+def resolve_partial(request: Request, recipe: RecipeInputs | None = None) -> tuple[dict[str, Input], Names, list[Problem]]:
     """What `resolve` finds, without failing: the inputs found, the names, and the problems for the rest
     (`helm nemo status` shows the figures it can)."""
     problems: list[Problem] = []
@@ -180,7 +193,7 @@ def figures(step_time: float, inputs: dict[str, Input]) -> tuple[float, float]:
     return tflops, tflops / inputs["peak_tflops"].value
 
 
-def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
+def _warnings(log: StepLog, chosen: list[StepTiming], mfu: float) -> list[str]:
     counts = Counter(t.step for t in chosen)
     repeated = sorted(step for step, n in counts.items() if n > 1)
     out = []
@@ -192,11 +205,11 @@ def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
     return out
 
 
-def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[str, Input], dict[str, str]]:
+def _resolve(request: Request, recipe: RecipeInputs | None, problems: list[Problem]) -> tuple[dict[str, Input], Names]:
     inputs: dict[str, Input] = {}
-    names = {"model": None, "model_source": "", "peak_source": "", "seq_len": None}
+    names: Names = {"model": None, "model_source": "", "peak_source": "", "seq_len": None}
 
-    def pick(key: str, given, found, what: str, hint: str) -> None:
+    def pick(key: str, given: object, found: Found | None, what: str, hint: str) -> None:
         if given is not None:
             inputs[key] = Input(given, _CLI)
         elif found is not None:
@@ -212,8 +225,8 @@ def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[st
         batch_hint = ("pass --batch-size N: the values state no global batch size (model.global_batch_size in the "
                       "config, or a global_batch_size argument)" + (f"; {recipe.model.value!r} runs with its recipe's "
                                                                     "default" if recipe.model else ""))
-    pick("batch_size", request.batch_size, recipe and recipe.batch_size, "the global batch size", batch_hint)
-    pick("gpus", request.gpus, recipe and recipe.gpus, "the number of GPUs", "pass --gpus N" + values_hint)
+    pick("batch_size", request.batch_size, recipe.batch_size if recipe else None, "the global batch size", batch_hint)
+    pick("gpus", request.gpus, recipe.gpus if recipe else None, "the number of GPUs", "pass --gpus N" + values_hint)
     for key in ("batch_size", "gpus"):
         if key in inputs and not (isinstance(inputs[key].value, int) and inputs[key].value >= 1):
             problems.append(Problem(_CLI, None, None, f"--{key.replace('_', '-')}",
@@ -235,7 +248,8 @@ def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[st
     return inputs, names
 
 
-def _resolve_model(request: Request, recipe, inputs, names, problems) -> None:
+def _resolve_model(request: Request, recipe: RecipeInputs | None, inputs: dict[str, Input], names: Names,
+                   problems: list[Problem]) -> None:
     seq = request.seq_length
     if seq is None and recipe is not None and recipe.seq_len is not None and request.model is None:
         seq = recipe.seq_len.value
@@ -284,7 +298,8 @@ def _resolve_model(request: Request, recipe, inputs, names, problems) -> None:
     names["model_source"] = (f"{result.source}, sequence length {result.seq_len}" if result.seq_len else result.source)
 
 
-def _resolve_peak(request: Request, recipe, precision: str, inputs, names, problems) -> None:
+def _resolve_peak(request: Request, recipe: RecipeInputs | None, precision: str, inputs: dict[str, Input], names: Names,
+                  problems: list[Problem]) -> None:
     if request.peak_tflops is not None:
         if not request.peak_tflops > 0:
             problems.append(Problem(_CLI, None, None, "--peak-tflops", f"{request.peak_tflops!r} is not a positive number"))
@@ -322,7 +337,7 @@ def _resolve_peak(request: Request, recipe, precision: str, inputs, names, probl
     names["peak_source"] = f"{label}, {source}"
 
 
-def _peak_for(name: str) -> tuple[dict | None, str, str]:
+def _peak_for(name: str) -> tuple[dict[str, Any] | None, str, str]:
     """(peak TFLOPS by precision, source, label) of an accelerator profile id or a GPU name."""
     from helm_nemo import resources
     from helm_nemo.generate.profiles import load_profile

@@ -9,6 +9,9 @@ import re
 import shlex
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from helm_nemo.values.plan import ReleasePlan
 
 MASK = "***"
 
@@ -32,14 +35,14 @@ def _double_quoted(text: str) -> str:
 class Secrets:
     """Which values came from secret variables, and how the script refers to them instead."""
 
-    def __init__(self, plan, env: Mapping[str, str], declared: list[str], show: bool):
+    def __init__(self, plan: ReleasePlan, env: Mapping[str, str], declared: list[str], show: bool):
         from helm_nemo.values.substitute import SECRET_NAME
 
         self.show = show
         self.declared = list(declared)
         self.required: dict[str, str | None] = {}  # name -> value install passes to sbatch (None: from its env)
-        self.by_path: dict[tuple, list[tuple[str, str]]] = {}  # values path -> [(secret text, variable)]
-        self.handled: set[tuple] = set()  # paths whose value went through word()/env_word(): never in clear
+        self.by_path: dict[tuple[Any, ...], list[tuple[str, str]]] = {}  # values path -> [(secret text, variable)]
+        self.handled: set[tuple[Any, ...]] = set()  # paths whose value went through word()/env_word(): never in clear
         result = plan.substitution
         prefix = tuple(plan.json_prefix)
         if result is None:
@@ -51,7 +54,7 @@ class Secrets:
             if pairs:
                 self.by_path[tuple(where[len(prefix):])] = pairs
 
-    def word(self, value: Any, where: tuple) -> str:
+    def word(self, value: Any, where: tuple[Any, ...]) -> str:
         self.handled.add(tuple(where))
         """The shell word for the value at `where`: quoted, secrets as `${VAR}` references."""
         text = text_of(value)
@@ -61,7 +64,7 @@ class Secrets:
         pieces = [text]
         for secret, name in sorted(pairs, key=lambda p: len(p[0]), reverse=True):
             self.required.setdefault(name, None)
-            split: list = []
+            split: list[Any] = []
             for piece in pieces:
                 if isinstance(piece, tuple):
                     split.append(piece)
@@ -74,7 +77,7 @@ class Secrets:
             pieces = split
         return '"' + "".join("${" + p[0] + "}" if isinstance(p, tuple) else _double_quoted(p) for p in pieces) + '"'
 
-    def env_word(self, name: str, value: Any, where: tuple, env: Mapping[str, str]) -> str:
+    def env_word(self, name: str, value: Any, where: tuple[Any, ...], env: Mapping[str, str]) -> str:
         self.handled.add(tuple(where))
         if text_of(value) == "${" + name + "}":
             # `{name: HF_TOKEN, value: ${HF_TOKEN}}`: substitution left it for the job (the values define that
@@ -86,7 +89,7 @@ class Secrets:
             return '"${' + name + '}"'
         return self.word(value, where)
 
-    def mask(self, data: Any, where: tuple = ()) -> Any:
+    def mask(self, data: Any, where: tuple[Any, ...] = ()) -> Any:
         """`data` (found at `where` in the values) with the secrets masked where they were substituted,
         only there: a short secret (`1`) does not mask every `1`."""
         if self.show:

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo import resources as paths
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
@@ -46,7 +49,7 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 # Values of the nemo-training chart that only mean something to Kubernetes: the Slurm job ignores them
 # (with a note when the values set them).
-KUBERNETES_ONLY = (
+KUBERNETES_ONLY: tuple[tuple[str, ...], ...] = (
     ("queue",), ("tasSettings",), ("dwsSettings",), ("targetNodepools",), ("nodeSelector",),
     ("terminationGracePeriodSeconds",), ("workload", "nameSuffix"), ("workload", "jobTimestamp"),
     ("workload", "jobUUID"), ("workload", "backoffLimit"), ("workload", "ttlSecondsAfterFinished"),
@@ -89,7 +92,8 @@ class SlurmJob:
 
 
 def schema() -> dict[str, Any]:
-    return json.loads((paths.schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = json.loads((paths.schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
+    return loaded
 
 
 def schema_defaults() -> dict[str, Any]:
@@ -99,7 +103,7 @@ def schema_defaults() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- render
 
 class _Renderer:
-    def __init__(self, plan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
+    def __init__(self, plan: ReleasePlan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
         from helm_nemo.values.plan import chart_defaults, merge_values
 
         self.plan = plan
@@ -116,10 +120,10 @@ class _Renderer:
         self.show_secrets = show_secrets
 
     # -- errors
-    def where(self, rel: tuple) -> tuple:
+    def where(self, rel: tuple[Any, ...]) -> tuple[Any, ...]:
         return self.prefix + tuple(rel)
 
-    def problem(self, rel: tuple, message: str, expected: str | None = None, hint: str | None = None) -> None:
+    def problem(self, rel: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> None:
         line, column = self.loaded.position(self.where(rel)) if self.loaded else (None, None)
         self.problems.append(Problem(str(self.plan.source), line, column, json_path(rel), message, expected, hint))
 
@@ -182,7 +186,7 @@ class _Renderer:
     # -- pieces of the script
     def directives(self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int,
                    output: str, error: str | None) -> list[str]:
-        def line(option: str, value: Any, where: tuple | None) -> str:
+        def line(option: str, value: Any, where: tuple[Any, ...] | None) -> str:
             text = text_of(value)
             if "\n" in text or "\r" in text or '"' in text:
                 self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
@@ -264,7 +268,7 @@ class _Renderer:
 
     def image(self, s: dict[str, Any]) -> str:
         if s.get("container_image"):
-            return s["container_image"]
+            return str(s["container_image"])
         image = text_of(value_at(self.values, ("workload", "image")))
         first, _, rest = image.partition("/")
         if rest and ("." in first or ":" in first or first == "localhost"):
@@ -312,6 +316,7 @@ class _Renderer:
                          "letters, digits, '.', '_' and '-'")
         if self.problems or profile is None:
             raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
+        assert profile is not None  # no profile is one of the problems raised above
         secrets = Secrets(plan, self.env, s.get("secret_env") or [], self.show_secrets)
 
         gpus = int(value_at(self.values, ("workload", "gpus")) or profile["gpusPerNode"])
@@ -457,7 +462,8 @@ class _Renderer:
                 "done",
             ]
         if checkpoints:
-            lines.append('args=("++exp_manager.checkpoint_callback_params.dirpath=$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")')
+            lines.append('args=("++exp_manager.checkpoint_callback_params.dirpath='
+                         '$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")')
         lines += [
             "cmd=(torchrun",
             '  --nproc-per-node="$GPUS_PER_NODE" --nnodes="$NNODES" --node_rank="$NODE_RANK"',
@@ -551,7 +557,7 @@ def _dirname(pattern: str) -> str:
     return str(PurePosixPath(pattern).parent)
 
 
-def render(plan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,
+def render(plan: ReleasePlan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,
            source_name: str | None = None) -> SlurmJob:
     """The Slurm job of one release plan (UserError with every problem, file:line:col)."""
     import os
@@ -559,7 +565,7 @@ def render(plan, env: Mapping[str, str] | None = None, *, show_secrets: bool = F
     return _Renderer(plan, os.environ if env is None else env, show_secrets, source_name).render()
 
 
-def split_plans(plans: list) -> tuple[list, list[str]]:
+def split_plans(plans: list[Any]) -> tuple[list[Any], list[str]]:
     """The plans that become Slurm jobs, and notes on the releases left out; others are refused."""
     jobs, notes, problems = [], [], []
     for plan in plans:

@@ -10,6 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import TextIO
+
+    from helm_nemo.user_errors import Problem
+    from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo.targets import slurm
 
@@ -20,14 +28,16 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def jobs_of(plans: list, *, show_secrets: bool = False, echo: Echo = _stderr, env=None) -> list[slurm.SlurmJob]:
+def jobs_of(plans: list[ReleasePlan], *, show_secrets: bool = False, echo: Echo = _stderr,
+            env: Mapping[str, str] | None = None) -> list[slurm.SlurmJob]:
     """Render every job of the plans (all checked before any is used), notes on stderr."""
     from helm_nemo.user_errors import UserError
 
     selected, notes = slurm.split_plans(plans)
     for note in notes:
         echo(f"note: {note}")
-    jobs, problems = [], []
+    jobs: list[slurm.SlurmJob] = []
+    problems: list[Problem] = []
     for plan in selected:
         try:
             jobs.append(slurm.render(plan, env, show_secrets=show_secrets, source_name=_shown(plan.source)))
@@ -38,7 +48,7 @@ def jobs_of(plans: list, *, show_secrets: bool = False, echo: Echo = _stderr, en
     return jobs
 
 
-def _shown(path) -> str:
+def _shown(path: str | Path) -> str:
     """The values file as the user would name it: relative to the working directory when inside it."""
     try:
         relative = os.path.relpath(path)
@@ -55,7 +65,7 @@ def refuse_extra(extra: list[str], command: str) -> None:
                                 hint="Kubernetes options (-n, --kube-context, helm flags) do not apply to Slurm"))
 
 
-def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=None) -> int:
+def template(plans: list[ReleasePlan], extra: list[str], *, show_secrets: bool = False, out: TextIO | None = None) -> int:
     refuse_extra(extra, "template")
     out = out or sys.stdout
     jobs = jobs_of(plans, show_secrets=show_secrets)
@@ -69,21 +79,21 @@ def template(plans: list, extra: list[str], *, show_secrets: bool = False, out=N
     return 0
 
 
-def install(plans: list, extra: list[str]) -> int:
+def install(plans: list[ReleasePlan], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import install as submit_all
 
     jobs = jobs_of(plans)
     return submit_all(jobs, extra=extra)
 
 
-def uninstall(plans: list, extra: list[str]) -> int:
+def uninstall(plans: list[ReleasePlan], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import uninstall as cancel_all
 
     refuse_extra(extra, "uninstall")
     return cancel_all(jobs_of(plans, echo=lambda _line: None))
 
 
-def status(plans: list, extra: list[str]) -> int:
+def status(plans: list[ReleasePlan], extra: list[str]) -> int:
     from helm_nemo.targets.slurm_jobs import status as show
 
     refuse_extra(extra, "status")

@@ -37,7 +37,7 @@ def _binary(name: str) -> str:
     return os.environ.get(f"{name.upper()}_BIN", name)
 
 
-def run(args: list[str], env: Mapping[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+def run(args: list[str], env: Mapping[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([_binary(args[0]), *args[1:]], env=dict(env) if env is not None else None, input=input,
                               capture_output=True, text=True, check=False)

@@ -27,6 +27,10 @@ manifests (the entry points). Nothing here runs helm: actions/lint.py calls this
 Public API: validate_manifests(docs, kube_version=...) -> [ManifestProblem]; format_problems(problems).
 """
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
+
 # The public names load on first use: the values checks import checks/names.py, and importing this package
 # must not load every check module and the schema machinery with it (start-up time).
 _PUBLIC = {"CHECKS": "documents", "DEFAULT_KUBE_VERSION": "documents", "Document": "documents",
@@ -35,7 +39,7 @@ _PUBLIC = {"CHECKS": "documents", "DEFAULT_KUBE_VERSION": "documents", "Document
 __all__ = sorted(_PUBLIC)  # noqa: PLE0605 (names served lazily by __getattr__)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> "Any":
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,13 @@ from functools import cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
+
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
+
+    Check = Callable[[Any], bool]  # a compiled schema node: is the value valid?
+    Prepare = Callable[..., dict[str, Any]]  # schemas.prepare_crd_node
 
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
@@ -36,7 +42,7 @@ def _json_equal(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+    return bool(a == b)
 
 
 def _is_number(v: Any) -> bool:
@@ -75,12 +81,12 @@ class _FastCompiler:
     `prepare`: applied to each node of `root` (not to the shared $defs) before it is compiled (a CRD's
     in-memory adjustments, schemas.prepare_crd_node). `lazy=False` compiles everything at once (tests)."""
 
-    def __init__(self, root: dict, defs: dict, prepare=None, lazy: bool = True):
+    def __init__(self, root: dict[str, Any], defs: Mapping[str, Any], prepare: Prepare | None = None, lazy: bool = True):
         self.root = root
         self.defs = defs  # $defs of kubernetes-validate's _definitions.json
         self.prepare = prepare
         self.lazy = lazy
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[str, Check] = {}
 
     def _target(self, ref: str, in_defs: bool) -> tuple[str, Any, bool]:
         """`#/$defs/X` is relative to the resource being compiled (the kind's file or _definitions.json)."""
@@ -95,7 +101,7 @@ class _FastCompiler:
             raise _Unsupported(ref)
         return ("defs:" if in_defs else "local:") + name, base[name], in_defs
 
-    def ref(self, ref: str, in_defs: bool, holder=None, index=None):
+    def ref(self, ref: str, in_defs: bool, holder: Any = None, index: Any = None) -> Check:
         """The check of a $ref's target; lazily a stub that compiles the target on first use (once: every
         $ref to it then shares it) and, when given, puts it in holder[index] in its own place."""
         key, target, in_defs = self._target(ref, in_defs)
@@ -103,14 +109,14 @@ class _FastCompiler:
         if compiled is not None:
             return compiled
         if not self.lazy:
-            cell: list = []
+            cell: list[Any] = []
             self.cache[key] = lambda v: cell[0](v)  # recursion: filled in below
             compiled = self.compile(target, in_defs)
             cell.append(compiled)
             self.cache[key] = compiled
             return compiled
 
-        def first(v):
+        def first(v: Any) -> bool:
             fn = self.cache.get(key)
             if fn is None:
                 fn = self.compile(target, in_defs)
@@ -122,13 +128,13 @@ class _FastCompiler:
         first.ref_key = key  # type: ignore[attr-defined]  # see _later: its holder then takes the target itself
         return first
 
-    def _later(self, holder, index, schema: Any, in_defs: bool) -> None:
+    def _later(self, holder: Any, index: Any, schema: Any, in_defs: bool) -> None:
         """holder[index] = the check of `schema`, compiled now (eager) or on its first call (lazy)."""
         if not self.lazy or schema is True or schema is False:
             holder[index] = self.compile(schema, in_defs)
             return
 
-        def first(v):
+        def first(v: Any) -> bool:
             fn = self.compile(schema, in_defs)
             holder[index] = fn
             result = fn(v)
@@ -139,7 +145,7 @@ class _FastCompiler:
 
         holder[index] = first
 
-    def compile(self, schema: Any, in_defs: bool = False, root: bool = False):
+    def compile(self, schema: Any, in_defs: bool = False, root: bool = False) -> Check:
         if schema is True:
             return _always
         if schema is False:
@@ -151,7 +157,7 @@ class _FastCompiler:
         for key in schema:
             if key not in _FAST_KEYWORDS and key not in _IGNORED and not key.startswith("x-"):
                 raise _Unsupported(key)
-        tests: list = []
+        tests: list[Any] = []  # Checks (lambdas with default arguments: mypy cannot type them as Check)
         if "$ref" in schema:
             tests.append(self.ref(schema["$ref"], in_defs, tests, len(tests)))
         if "type" in schema:
@@ -195,12 +201,12 @@ class _FastCompiler:
         if any(k in schema for k in ("properties", "additionalProperties", "patternProperties")):
             tests.append(self._object(schema, in_defs))
         if "items" in schema:
-            item: list = [None]
+            item: list[Any] = [None]
             self._later(item, 0, schema["items"], in_defs)
             tests.append(lambda v, i=item: not isinstance(v, list) or all(i[0](x) for x in v))
         for key in ("allOf", "anyOf", "oneOf"):
             if key in schema:
-                subs: list = [None] * len(schema[key])
+                subs: list[Any] = [None] * len(schema[key])
                 for index, sub in enumerate(schema[key]):
                     self._later(subs, index, sub, in_defs)
                 if key == "allOf":
@@ -210,32 +216,33 @@ class _FastCompiler:
                 else:
                     tests.append(lambda v, s=subs: sum(1 for t in s if t(v)) == 1)
         if "not" in schema:
-            negated: list = [None]
+            negated: list[Any] = [None]
             self._later(negated, 0, schema["not"], in_defs)
             tests.append(lambda v, s=negated: not s[0](v))
         if not tests:
             return _always
         if len(tests) == 1:
-            return tests[0]
+            only: Check = tests[0]
+            return only
         return lambda v: all(t(v) for t in tests)  # a list: a $ref's stub replaces itself in it
 
-    def _object(self, schema: dict, in_defs: bool):
-        props: dict = {}
+    def _object(self, schema: dict[str, Any], in_defs: bool) -> Check:
+        props: dict[str, Any] = {}
         for name, sub in (schema.get("properties") or {}).items():
             self._later(props, name, sub, in_defs)
         patterns = []
         for pattern, sub in (schema.get("patternProperties") or {}).items():
-            entry = [pattern_regex(pattern), None]
+            entry: list[Any] = [pattern_regex(pattern), None]  # [regex, its test (filled in later)]
             self._later(entry, 1, sub, in_defs)
             patterns.append(entry)
         extra = schema.get("additionalProperties", True)
-        extra_test: list = [None]
+        extra_test: list[Any] = [None]
         if extra is False:
             extra_test[0] = False
         elif extra is not True:
             self._later(extra_test, 0, extra, in_defs)
 
-        def check(v):
+        def check(v: Any) -> bool:
             if not isinstance(v, dict):
                 return True
             for key, value in v.items():
@@ -267,7 +274,7 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "form
 
 
 @cache
-def _definitions(kube: tuple[int, int]) -> dict:
+def _definitions(kube: tuple[int, int]) -> Mapping[str, Any]:
     """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
     return load_defs(core_dir(kube) / "_definitions.json")
 
@@ -277,18 +284,19 @@ class _Checker:
     of a CRD's schema (schemas.prepare_crd_node), applied node by node as the fast path reaches them, and
     to the whole schema only when jsonschema is needed; `schema_id`: the $id jsonschema sees."""
 
-    def __init__(self, schema: dict, kube: tuple[int, int], prepare=None, schema_id: str | None = None,
+    def __init__(self, schema: dict[str, Any], kube: tuple[int, int], prepare: Prepare | None = None, schema_id: str | None = None,
                  lazy: bool = True):
         self.raw, self.kube, self._prepare, self._schema_id = schema, kube, prepare, schema_id
         self._schema = None if prepare is not None or schema_id is not None else schema
-        self._slow = None
+        self._slow: Validator | None = None
+        self.fast: Check | None
         try:
             self.fast = _FastCompiler(schema, _definitions(kube), prepare, lazy).compile(schema, root=True)
         except _Unsupported:
             self.fast = None
 
     @property
-    def schema(self) -> dict:
+    def schema(self) -> dict[str, Any]:
         """The schema as jsonschema validates with it (a CRD's: prepared whole, with its $id)."""
         if self._schema is None:
             schema = prepare_crd_schema(self.raw) if self._prepare is not None else dict(self.raw)
@@ -298,7 +306,7 @@ class _Checker:
         return self._schema
 
     @property
-    def slow(self):
+    def slow(self) -> Validator:
         """jsonschema, built only when a document fails the fast check (or the check cannot be compiled)."""
         if self._slow is None:
             from jsonschema import Draft202012Validator
@@ -317,14 +325,14 @@ class _Checker:
             self.fast = None
             return None
 
-    def iter_errors(self, doc: Any):
+    def iter_errors(self, doc: Any) -> Iterable[ValidationError]:
         if self.is_valid_fast(doc):
             return iter(())
         return self.slow.iter_errors(doc)
 
 
 @cache
-def validator_for(api_version: str, kind: str, kube: tuple[int, int]):
+def validator_for(api_version: str, kind: str, kube: tuple[int, int]) -> _Checker | None:
     """The compiled validator for one kind, or None when there is no schema for it."""
     crd = crd_file(api_version, kind)
     if crd is not None and crd.is_file():
@@ -348,10 +356,10 @@ def known_kinds(kube: tuple[int, int]) -> list[str]:
     return out
 
 
-def schema_problems(out: Collector, validator, doc: Mapping) -> None:
+def schema_problems(out: Collector, validator: _Checker, doc: Mapping[str, Any]) -> None:
     for error in validator.iter_errors(doc):
         where = tuple(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict) and isinstance(error.schema, dict):
             allowed = set(error.schema.get("properties") or {})
             patterns = [pattern_regex(p) for p in (error.schema.get("patternProperties") or {})]
             extra = [k for k in error.instance if k not in allowed and not any(p.search(k) for p in patterns)]

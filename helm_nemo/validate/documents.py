@@ -124,12 +124,12 @@ def _json_key(key: Any) -> str:
 # A part of the wrong type (`spec: []`, `containers: "x"`, a label value that is a list): the schema check
 # reports it with its path; every other check reads it through these and so skips it (no crash, no second
 # message about the same part).
-def mapping(value: Any) -> dict:
+def mapping(value: Any) -> dict[str, Any]:
     """`value` when it is a mapping, else {} (absent or of the wrong type: nothing to check)."""
     return value if isinstance(value, dict) else {}
 
 
-def items_of(value: Any) -> list:
+def items_of(value: Any) -> list[Any]:
     """`value` when it is a list, else [] (absent or of the wrong type: nothing to check)."""
     return value if isinstance(value, list) else []
 
@@ -165,7 +165,7 @@ _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class Collector:
-    def __init__(self, doc: Mapping, source: str | None, index: int):
+    def __init__(self, doc: Mapping[str, Any], source: str | None, index: int):
         self.kind = str(doc.get("kind") or "?")
         self.name = str(mapping(doc.get("metadata")).get("name") or "?")
         self.source = source

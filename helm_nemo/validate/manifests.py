@@ -6,14 +6,15 @@ from functools import cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
 from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
 from helm_nemo.validate.checks.containers import check_containers
 from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names, check_sizes
 from helm_nemo.validate.checks.quantities import check_quantities
 from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
-from helm_nemo.validate.documents import ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem, mapping, parse_documents, short, text
+from helm_nemo.validate.documents import (ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem,
+                                         mapping, parse_documents, short, text)
 from helm_nemo.validate.pods import pod_templates
 from helm_nemo.validate.schemas import resolve_kube_version
 
@@ -21,17 +22,17 @@ class ShippedProfiles:
     """The accelerator profiles under values/accelerators/, each read (and checked) on first use only: a
     render names one accelerator, and reading all of them costs more than validating the render."""
 
-    def get(self, accelerator: str) -> dict | None:
+    def get(self, accelerator: str) -> dict[str, Any] | None:
         return shipped_profile(accelerator)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         from helm_nemo import resources
 
         return iter(sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml")))
 
 
 @cache
-def shipped_profile(accelerator: str) -> dict | None:
+def shipped_profile(accelerator: str) -> dict[str, Any] | None:
     import re
 
     from helm_nemo import resources
@@ -44,7 +45,7 @@ def shipped_profile(accelerator: str) -> dict | None:
 
 
 def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT_KUBE_VERSION,
-                       profiles: Mapping[str, dict] | None = None) -> list[ManifestProblem]:
+                       profiles: Mapping[str, dict[str, Any]] | None = None) -> list[ManifestProblem]:
     """Every problem of every document: schema errors (all of them), unknown kinds, and the extra checks.
 
     `docs`: a `helm template` stream (str), or parsed documents (dicts, or Documents). `profiles`:
@@ -60,7 +61,7 @@ def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT
     return problems
 
 
-def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[str, dict] | None) -> list[ManifestProblem]:
+def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[str, dict[str, Any]] | None) -> list[ManifestProblem]:
     doc = document.data
     if not isinstance(doc, dict):
         return [ManifestProblem("?", "?", "$", f"a manifest must be a mapping, got {short(doc)}", "yaml",
@@ -117,7 +118,7 @@ def duplicate_objects(releases: Iterable[tuple[str, str | Iterable[Any]]]) -> li
     pairs in install order; a problem on each later copy, naming the first. A PersistentVolume's name is
     one per cluster; a namespaced object is compared within the namespace it names (the run's own when
     it names none, the same for every release)."""
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[Any, ...], str] = {}
     problems: list[ManifestProblem] = []
     for release, stream in releases:
         documents = parse_documents(stream)[0] if isinstance(stream, str) else \
@@ -146,7 +147,7 @@ def format_problems(problems: Iterable[ManifestProblem], *, title: str | None = 
     problems = list(problems)
     if not problems:
         return (title + "\n" if title else "") + "no problems"
-    groups: dict[tuple, list[ManifestProblem]] = {}
+    groups: dict[tuple[Any, ...], list[ManifestProblem]] = {}
     for problem in problems:
         groups.setdefault((problem.index, problem.kind, problem.name, problem.source), []).append(problem)
     lines = [title] if title else []

@@ -23,19 +23,19 @@ def as_int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def pod_templates(doc: Mapping) -> list[PodTemplate]:
+def pod_templates(doc: Mapping[str, Any]) -> list[PodTemplate]:
     """The pod templates of a workload object, with the number of pods each makes. A part of the wrong type
     on the way (`spec: []`, `template: "x"`) makes no template: the schema check reports it."""
     kind = doc.get("kind")
     spec = mapping(doc.get("spec"))
     out: list[PodTemplate] = []
 
-    def add(template: Any, where: tuple, pods: int) -> None:
+    def add(template: Any, where: tuple[Any, ...], pods: int) -> None:
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
             out.append(PodTemplate(template["spec"], mapping(template.get("metadata")), where + ("spec",),
                                    where + ("metadata",), pods))
 
-    def job_pods(job_spec: dict) -> int:
+    def job_pods(job_spec: dict[str, Any]) -> int:
         return max(as_int(job_spec.get("parallelism"), 1), 1)
 
     if kind == "Pod":
@@ -76,7 +76,7 @@ def pod_templates(doc: Mapping) -> list[PodTemplate]:
 CONTAINER_GROUPS = ("initContainers", "containers", "ephemeralContainers")
 
 
-def containers(pod: dict) -> Iterator[tuple[tuple, dict, bool]]:
+def containers(pod: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], dict[str, Any], bool]]:
     """(path inside the pod spec, container, is a regular or sidecar container); a group or a container of
     the wrong type is skipped (see containers_readable)."""
     for group in CONTAINER_GROUPS:
@@ -86,25 +86,25 @@ def containers(pod: dict) -> Iterator[tuple[tuple, dict, bool]]:
                 yield (group, i), container, regular
 
 
-def containers_readable(pod: dict) -> bool:
+def containers_readable(pod: dict[str, Any]) -> bool:
     """`containers` a list, the other groups lists or absent, every item a mapping: a sum over the containers
     means something (else the schema check reports what is missing or of the wrong type)."""
     groups = [pod.get(group) for group in CONTAINER_GROUPS if group == "containers" or pod.get(group) is not None]
     return all(isinstance(g, list) and all(isinstance(c, dict) for c in g) for g in groups)
 
 
-def env_value(container: dict, name: str) -> str | None:
+def env_value(container: dict[str, Any], name: str) -> str | None:
     for entry in items_of(container.get("env")):
         if isinstance(entry, dict) and entry.get("name") == name and isinstance(entry.get("value"), str):
-            return entry["value"]
+            return str(entry["value"])
     return None
 
 
-def container_resource(container: dict, which: str, name: str) -> Any:
+def container_resource(container: dict[str, Any], which: str, name: str) -> Any:
     return mapping(mapping(container.get("resources")).get(which)).get(name)
 
 
-def resource_amount(container: dict, which: str, name: str) -> Decimal | None:
+def resource_amount(container: dict[str, Any], which: str, name: str) -> Decimal | None:
     """The container's `resources.<which>.<name>` as a number (0 when absent), or None when it cannot be
     read: `resources` or the block is not a mapping, or the amount is not a quantity (the schema or the
     quantity check reports it; a check summing amounts skips what it cannot read)."""
@@ -118,7 +118,7 @@ def resource_amount(container: dict, which: str, name: str) -> Decimal | None:
     return Decimal(0) if value is None else parse_quantity(value)
 
 
-def pod_resource(pod: dict, name: str) -> Decimal | None:
+def pod_resource(pod: dict[str, Any], name: str) -> Decimal | None:
     """Effective per-pod amount of a resource: regular + sidecar containers, or the largest init container;
     None when a container, its resources or the amount cannot be read."""
     if not containers_readable(pod):

@@ -89,10 +89,10 @@ def parse_quantity(value: Any, *, json: bool = True) -> Decimal | None:
         return None
     if isinstance(value, (int, float)):
         try:
-            number = Decimal(str(value))
+            exact = Decimal(str(value))
         except InvalidOperation:  # pragma: no cover - inf/nan
             return None
-        return number if number.is_finite() else None
+        return exact if exact.is_finite() else None
     if not isinstance(value, str):
         return None
     text = value.strip(_GO_SPACE) if json else value
@@ -127,7 +127,8 @@ def parse_quantity(value: Any, *, json: bool = True) -> Decimal | None:
         return None
     amount = abs(Decimal(number)) * (Decimal(10) ** exponent if base == 10 else Decimal(2) ** exponent)
     if amount != 0:
-        amount = amount.quantize(_NANO, rounding=ROUND_UP) if amount.as_tuple().exponent < -9 else amount
+        places = amount.as_tuple().exponent  # an int: amount is finite
+        amount = amount.quantize(_NANO, rounding=ROUND_UP) if isinstance(places, int) and places < -9 else amount
     if form == "BinarySI" and amount > _MAX_INT64:
         amount = Decimal(_MAX_INT64)
     return sign * amount

@@ -30,7 +30,7 @@ from pathlib import Path
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 FORMAT = 2
 _MAGIC = b"helm-nemo schema cache\n"
@@ -51,15 +51,15 @@ def cache_dir() -> Path | None:
         return None
 
 
-class LazyDefs(Mapping):
+class LazyDefs(Mapping[str, object]):
     """A cached `$defs` mapping: each definition is unmarshalled, after its own CRC-32 is checked, on first
     access. `index`: name -> (offset, length, CRC-32) in `payload`; `fallback()`: the parsed definitions,
     for when an entry turns out corrupt (then every later access reads them)."""
 
-    def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback):
+    def __init__(self, index: dict[str, tuple[int, int, int]], payload: memoryview, fallback: Callable[[], Any]):
         self._index, self._payload, self._fallback = index, payload, fallback
         self._loaded: dict[str, Any] = {}
-        self._parsed: dict | None = None
+        self._parsed: dict[str, Any] | None = None
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -103,7 +103,7 @@ def load_defs(path: Path) -> Mapping[str, Any]:
     return sliced if sliced is not None else _load(path, "defs", source)
 
 
-class SlicedDefs(Mapping):
+class SlicedDefs(Mapping[str, object]):
     """The definitions of a `$defs` document written with two-space indentation (kubernetes-validate's
     _definitions.json: 1.3 MB, ~10 ms to parse whole): each definition starts on a line of its own at four
     spaces, so its text is found without parsing the rest, and parsed (json) when first read. Any surprise
@@ -116,7 +116,7 @@ class SlicedDefs(Mapping):
     def __init__(self, source: bytes, index: dict[str, tuple[int, int]]):
         self._source, self._index = source, index
         self._loaded: dict[str, Any] = {}
-        self._parsed: dict | None = None
+        self._parsed: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, source: bytes) -> SlicedDefs | None:
@@ -135,7 +135,7 @@ class SlicedDefs(Mapping):
             index[json.loads(b'"' + name + b'"') if b"\\" in name else name.decode("utf-8")] = (match.end(), value_end)
         return cls(source, index)
 
-    def _whole(self) -> dict:
+    def _whole(self) -> dict[str, Any]:
         """Every definition, parsed from the whole document (the way out of any surprise)."""
         if self._parsed is None:
             self._parsed = _parse(self._source, "defs")
@@ -177,7 +177,7 @@ def _load(path: Path, kind: str, source: bytes | None = None) -> Any:
     crc = binascii.crc32(source)
     python = f"{sys.version_info[0]}{sys.version_info[1]}"
     name = f"{path.stem}-{kind}-{len(source)}-{crc:08x}-f{FORMAT}-v{__version__}-m{marshal.version}-py{python}.bin"
-    def parse_and_write():  # a cold cache, or a corrupt entry (rewritten)
+    def parse_and_write() -> Any:  # a cold cache, or a corrupt entry (rewritten)
         parsed = _parse(source, kind)
         _write(folder, name, parsed, kind)
         return parsed
@@ -191,7 +191,7 @@ def _parse(source: bytes, kind: str) -> Any:
     return (data.get("$defs") or {}) if kind == "defs" else data
 
 
-def _read(file: Path, kind: str, fallback) -> Any:
+def _read(file: Path, kind: str, fallback: Callable[[], Any]) -> Any:
     """The cached content, or None when the file is missing, unreadable or not a whole valid cache file.
     A `doc` entry's payload is checked whole; a `defs` entry's index here, each definition when read."""
     try:

@@ -8,6 +8,9 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from referencing import Registry
 
 from helm_nemo import resources
 from helm_nemo.validate.documents import OBJECTMETA_REF
@@ -52,7 +55,7 @@ def core_dir(kube: tuple[int, int]) -> Path:
 
 
 @cache
-def registry(kube: tuple[int, int]):
+def registry(kube: tuple[int, int]) -> Registry[Any]:
     from referencing import Registry, Resource
 
     defs = json.loads((core_dir(kube) / "_definitions.json").read_text(encoding="utf-8"))

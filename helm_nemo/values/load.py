@@ -28,6 +28,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
+    from yaml.error import Mark
+    from yaml.nodes import Node, ScalarNode
+
 from helm_nemo.user_errors import Problem, UserError, json_path
 
 MAX_VALUES_BYTES = 4 * 1024 * 1024  # one values or recipe file (launcher scripts come in through `files:`)
@@ -42,10 +45,10 @@ class LoadedValues:
 
     path: Path
     data: dict[str, Any]
-    positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
-    key_positions: dict[tuple, tuple[int, int]] = field(default_factory=dict)
-    plain_scalars: set[tuple] = field(default_factory=set)  # unquoted string scalars (re-typable)
-    sources: dict[tuple, Path] = field(default_factory=dict)  # merged files: the file each path came from
+    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
+    key_positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    plain_scalars: set[tuple[Any, ...]] = field(default_factory=set)  # unquoted string scalars (re-typable)
+    sources: dict[tuple[Any, ...], Path] = field(default_factory=dict)  # merged files: the file each path came from
     paths: list[Path] = field(default_factory=list)  # every file merged into this one (just `path` otherwise)
 
     @property
@@ -57,7 +60,7 @@ class LoadedValues:
         """The file name(s) for a title: `a.yaml`, or `a.yaml + b.yaml` for merged files."""
         return " + ".join(str(p) for p in self.paths) if len(self.paths) > 1 else str(self.path)
 
-    def file_of(self, where: tuple) -> Path:
+    def file_of(self, where: tuple[Any, ...]) -> Path:
         """The file a path (or its nearest existing parent) was written in."""
         where = tuple(where)
         while self.sources:
@@ -68,12 +71,12 @@ class LoadedValues:
             where = where[:-1]
         return self.path
 
-    def base_dir(self, where: tuple = ()) -> Path:
+    def base_dir(self, where: tuple[Any, ...] = ()) -> Path:
         """The folder relative paths written at `where` start from: that file's folder (stdin: the current one)."""
         source = self.file_of(where)
         return Path.cwd() if str(source) == STDIN_NAME else source.parent
 
-    def position(self, where: tuple) -> tuple[int | None, int | None]:
+    def position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
         """(line, column), 1-based, of a key (preferred) or value; the nearest existing parent when absent."""
         where = tuple(where)
         while True:
@@ -85,19 +88,19 @@ class LoadedValues:
                 return (1, 1)
             where = where[:-1]
 
-    def value_position(self, where: tuple) -> tuple[int | None, int | None]:
+    def value_position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
         """(line, column) of the value itself rather than its key (same fallback as position())."""
         where = tuple(where)
         if where in self.positions:
             return self.positions[where]
         return self.position(where)
 
-    def is_plain(self, where: tuple) -> bool:
+    def is_plain(self, where: tuple[Any, ...]) -> bool:
         """True when the string at `where` was written unquoted (plain style)."""
         return tuple(where) in self.plain_scalars
 
 
-def _loader():
+def _loader() -> Any:
     import yaml
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~20x faster
@@ -201,19 +204,20 @@ def _check_limits(text: str, path: Path) -> None:
 
     nodes = depth = 0
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of the anchored node
-    open_nodes: list[list] = []  # [anchor, values before it, deepest level inside]
+    open_nodes: list[list[Any]] = []  # [anchor, values before it, deepest level inside]
 
-    def stop(event, message: str, hint: str) -> None:
+    def stop(event: Any, message: str, hint: str) -> None:
         mark = event.start_mark
         raise UserError(Problem(str(path), mark.line + 1, mark.column + 1, "$", message, hint=hint))
 
-    def reached(level: int, event) -> None:
+    def reached(level: int, event: Any) -> None:
         if level > MAX_DEPTH:
             stop(event, f"the values nest deeper than {MAX_DEPTH} levels", "flatten the structure")
         for entry in open_nodes:  # at most MAX_DEPTH of them
             if entry[2] < level:
                 entry[2] = level
 
+    event: Any  # the node events below have an .anchor (`kind is` is fast but does not narrow the type)
     for event in yaml.parse(text, Loader=_loader()):
         kind = type(event)
         if kind is yaml.ScalarEvent:
@@ -244,7 +248,7 @@ def _check_limits(text: str, path: Path) -> None:
                  "a values file this large is almost certainly an alias bomb")
 
 
-def _is_null(node) -> bool:
+def _is_null(node: Node | None) -> bool:
     import yaml
 
     return node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
@@ -272,7 +276,8 @@ def _implicit_tag(text: str) -> str:
     """The tag PyYAML's resolver gives a plain scalar written without a tag."""
     import yaml
 
-    return yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))
+    tag: str = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    return tag
 
 
 def helm_scalar(text: str) -> Any:
@@ -310,11 +315,11 @@ class _Builder:
         self.constructor = yaml.constructor.SafeConstructor()
         self.problems: list[Problem] = []
 
-    def problem(self, mark, where: tuple, message: str, hint: str | None = None) -> None:
+    def problem(self, mark: Mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
                                      message, hint=hint))
 
-    def key(self, key_node) -> str:
+    def key(self, key_node: Node) -> str:
         """A key as helm's YAML-to-JSON step spells it: `true`, `null`, `8`, never `True`/`None`."""
         import yaml
 
@@ -330,7 +335,7 @@ class _Builder:
             return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
         return str(value)
 
-    def scalar(self, node, where: tuple) -> Any:
+    def scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
         if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
             return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
         if not node.style and node.tag in _IMPLICIT_TAGS:
@@ -345,7 +350,7 @@ class _Builder:
             return node.value
         return value
 
-    def construct(self, node, where: tuple) -> Any:
+    def construct(self, node: Node, where: tuple[Any, ...]) -> Any:
         """Explicitly tagged scalars (`!!int "8"`, `!foo x`): PyYAML's constructor; unknown tags are errors."""
         try:
             return self.constructor.construct_object(node)
@@ -354,7 +359,7 @@ class _Builder:
                          hint="remove the tag or quote the value")
             return node.value
 
-    def convert(self, node, where: tuple) -> Any:
+    def convert(self, node: Any, where: tuple[Any, ...]) -> Any:  # a Node; a scalar one when no collection
         import yaml
 
         loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
@@ -418,7 +423,7 @@ def merge_loaded(parts: list[LoadedValues]) -> LoadedValues:
         data = merge_maps(data, part.data)
     merged = LoadedValues(path=parts[0].path, data=data, paths=[p for part in parts for p in part.paths])
 
-    def visit(node: Any, where: tuple) -> None:
+    def visit(node: Any, where: tuple[Any, ...]) -> None:
         owner = next(part for part in reversed(parts) if where in part.positions or where in part.key_positions
                      or not where)
         merged.sources[where] = owner.path

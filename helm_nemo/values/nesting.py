@@ -116,10 +116,10 @@ class _Scan:
         elif first in "|>":
             self.block_scalar_parent = self.block[-1][0] if self.block else -1
         elif key_allowed:
-            end = _PLAIN_END.search(line, position)
-            if end and end.group()[0] == ":":
+            plain_end = _PLAIN_END.search(line, position)
+            if plain_end and plain_end.group()[0] == ":":
                 self._open_block(position, "map")
-                self._node(line, end.end(), key_allowed=False)
+                self._node(line, plain_end.end(), key_allowed=False)
 
     def _after_block_scalar_text(self, line: str, position: int, key_column: int | None = None) -> None:
         """After a quoted scalar closed in block context: `: ` makes it a key (of a mapping at its column)."""

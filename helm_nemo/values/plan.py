@@ -19,6 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping, Sequence
 
+    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.recipe import RealPath
+
 from helm_nemo import resources
 from helm_nemo.values.recipe import (ReleaseName, json_path, load_all, problem, real_path, recipe_shape, release_name,
                                      release_names, release_problems, release_values)
@@ -43,7 +46,7 @@ class ReleasePlan:
     chart_version: str | None
     values: dict[str, Any]
     source: Path
-    json_prefix: tuple  # where this release's values sit in the source file
+    json_prefix: tuple[Any, ...]  # where this release's values sit in the source file
     warnings: list[str] = field(default_factory=list)
     # Sections for other targets (`slurm:`), taken out of the chart values: helm never sees them.
     target_sections: dict[str, Any] = field(default_factory=dict)
@@ -93,8 +96,8 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, root: Path | None = None,
-                   budget: FileBudget | None = None) -> list:
+def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...], root: Path | None = None,
+                   budget: FileBudget | None = None) -> list[Any]:
     """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number).
 
     A path is relative to the file that names it and must stay inside `root` (default: that file's
@@ -164,9 +167,9 @@ def merge_values(defaults: Any, override: Any) -> Any:
     return copy.deepcopy(override)
 
 
-def legacy_keys(schema: dict[str, Any], values: Any, path: tuple = ()) -> list[tuple]:
+def legacy_keys(schema: dict[str, Any], values: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """Paths of keys the schema marks as legacy gpu-recipes keys (accepted, ignored, worth a warning)."""
-    found = []
+    found: list[tuple[Any, ...]] = []
     if not isinstance(values, dict):
         return found
     node = _resolve(schema, schema)
@@ -187,8 +190,8 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str | None, real=None,
-               root: Path | None = None):
+def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...], chart_override: str | None,
+               real: RealPath | None = None, root: Path | None = None) -> tuple[str, str | None, str | None]:
     """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys.
 
     `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
@@ -240,14 +243,14 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
     return path, kind, accelerator
 
 
-def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
+def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], real: RealPath) -> list[Any]:
     """The keys helm nemo itself reads before the schema check, in the shape it needs (else a clear error,
     not a crash): chart/accelerator/release strings, files a mapping of values keys to path strings."""
     from helm_nemo.user_errors import Problem
 
     problems = []
 
-    def problem(rel: tuple, message: str, expected: str) -> None:
+    def problem(rel: tuple[Any, ...], message: str, expected: str) -> None:
         line, column = loaded.position(real(rel))
         problems.append(Problem(str(loaded.path), line, column, json_path(rel), message, expected))
 
@@ -264,7 +267,7 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
             if not isinstance(rel, str) or not rel:
                 problem(("files", key), f"{json.dumps(rel)} is not of type 'string'", "a file path")
                 continue
-            node = data
+            node: Any = data
             for part in key.split(".")[:-1]:
                 node = node.get(part) if isinstance(node, dict) else None
                 if node is not None and not isinstance(node, dict):
@@ -274,7 +277,7 @@ def _shape_problems(loaded, data: dict[str, Any], prefix: tuple, real) -> list:
     return problems
 
 
-def _from_repository(loaded, where: tuple, chart: str, version: str | None, repo: str) -> tuple[str, str]:
+def _from_repository(loaded: LoadedValues, where: tuple[Any, ...], chart: str, version: str | None, repo: str) -> tuple[str, str]:
     """A chart picked by kind (+ accelerator) -> the same chart published in `repo` (oci://HOST/PATH), at the
     shipped chart's version unless one is given. Only released versions are published, so an unreleased
     shipped chart is an error rather than a silently different chart."""
@@ -292,9 +295,9 @@ def _from_repository(loaded, where: tuple, chart: str, version: str | None, repo
     return f"{repo.rstrip('/')}/{shipped.name}", version
 
 
-def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | None, chart_override: str | None,
-              version: str | None, origin: dict[str, tuple] | None = None, chart_repo: str | None = None,
-              root: Path | None = None, budget: FileBudget | None = None) -> tuple[ReleasePlan, list]:
+def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None, chart_override: str | None,
+              version: str | None, origin: dict[str, tuple[Any, ...]] | None = None, chart_repo: str | None = None,
+              root: Path | None = None, budget: FileBudget | None = None) -> tuple[ReleasePlan, list[Any]]:
     from helm_nemo.user_errors import raise_if_problems
 
     real = real_path(prefix, origin or {})
@@ -314,9 +317,12 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
     if schema is not None:
         from helm_nemo.values.validation import extra_problems, validate
 
-        located = lambda path: real(path[len(prefix):])  # noqa: E731
-        where = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
+        def located(path: tuple[Any, ...]) -> tuple[Any, ...]:
+            return real(path[len(prefix):])
+
+        where: dict[str, Any] = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
                  "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
+        assert local is not None  # the schema is the local chart's
         defaults = chart_defaults(local)
         found = validate(merge_values(defaults, data), schema, **where) + extra_problems(data, defaults, **where)
         if name_problems:  # the schema's own release pattern says the same thing
@@ -354,7 +360,9 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
         plan.substitution = substituted
         return [plan]
     recipe_shape(loaded, data, release)
-    plans, problems, seen = [], [], {}
+    plans: list[ReleasePlan] = []
+    problems = []
+    seen: dict[str, int] = {}
     for index, item in enumerate(data["releases"]):
         where = ("releases", index)
         found = release_problems(loaded, item, where)

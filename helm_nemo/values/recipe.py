@@ -14,6 +14,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping, Sequence
 
+    from collections.abc import Callable
+
+    from helm_nemo.user_errors import Problem
+    from helm_nemo.values.load import LoadedValues
+
+    RealPath = Callable[[tuple[Any, ...]], tuple[Any, ...]]  # a values path -> where it is written
+
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}
 RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version"}
@@ -36,8 +43,8 @@ class ReleaseName:
 
 
 
-def problem(loaded, where: tuple, message: str, expected: str | None = None, hint: str | None = None,
-             shown: tuple | None = None):
+def problem(loaded: LoadedValues, where: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None,
+             shown: tuple[Any, ...] | None = None) -> Problem:
     """A Problem at `where` in the file that wrote it; `shown`: the JSON path to print, when not `where`."""
     from helm_nemo.user_errors import Problem
 
@@ -49,18 +56,18 @@ def problem(loaded, where: tuple, message: str, expected: str | None = None, hin
 
 
 
-def json_path(parts: tuple) -> str:
+def json_path(parts: tuple[Any, ...]) -> str:
     from helm_nemo.user_errors import json_path as render
 
     return render(parts)
 
 
 
-def real_path(prefix: tuple, origin: dict[str, tuple]):
+def real_path(prefix: tuple[Any, ...], origin: dict[str, tuple[Any, ...]]) -> RealPath:
     """Where a path of a release's values is written: most under `prefix`, a recipe's release-level keys
     (`origin`: key -> its path) elsewhere."""
 
-    def real(rel: tuple) -> tuple:
+    def real(rel: tuple[Any, ...]) -> tuple[Any, ...]:
         return origin[rel[0]] + tuple(rel[1:]) if rel and rel[0] in origin else prefix + tuple(rel)
 
     return real
@@ -78,7 +85,8 @@ def release_name_problem(name: Any, where: str) -> str | None:
 
 
 
-def release_name(loaded, data: dict[str, Any], prefix: tuple, release: str | None, real) -> tuple[str, list]:
+def release_name(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], release: str | None,
+                 real: RealPath) -> tuple[str, list[Any]]:
     """The release's name (command line first, else `release:`) and the problem with it, if any."""
     from helm_nemo.user_errors import Problem, UserError
 
@@ -94,7 +102,7 @@ def release_name(loaded, data: dict[str, Any], prefix: tuple, release: str | Non
 
 
 
-def load_all(paths: str | Path | Sequence[str | Path]) -> Any:
+def load_all(paths: str | Path | Sequence[str | Path]) -> LoadedValues:
     """One or several values files (`-` is stdin), merged like helm's `-f a -f b`; a recipe stands alone."""
     from helm_nemo.user_errors import UserError
     from helm_nemo.values.load import load_values, merge_loaded
@@ -113,14 +121,14 @@ def load_all(paths: str | Path | Sequence[str | Path]) -> Any:
 
 
 
-def command_line_problem(message: str, hint: str | None = None):
+def command_line_problem(message: str, hint: str | None = None) -> Problem:
     from helm_nemo.user_errors import Problem
 
     return Problem(COMMAND_LINE, None, None, "$", message, hint=hint)
 
 
 
-def recipe_shape(loaded, data: dict[str, Any], release: str | None) -> None:
+def recipe_shape(loaded: LoadedValues, data: dict[str, Any], release: str | None) -> None:
     from helm_nemo.user_errors import UserError
 
     unknown = sorted(set(data) - RECIPE_KEYS)
@@ -135,7 +143,7 @@ def recipe_shape(loaded, data: dict[str, Any], release: str | None) -> None:
 
 
 
-def release_problems(loaded, item: Any, where: tuple) -> list | None:
+def release_problems(loaded: LoadedValues, item: Any, where: tuple[Any, ...]) -> list[Any] | None:
     """A recipe release's own keys: unknown ones, `values` not a mapping, a release-level chart/accelerator/
     release that its values contradict. None when the release is not a mapping at all."""
     if not isinstance(item, dict):
@@ -158,7 +166,7 @@ def release_problems(loaded, item: Any, where: tuple) -> list | None:
 
 
 
-def release_values(item: dict[str, Any], where: tuple) -> tuple[dict[str, Any], dict[str, tuple]]:
+def release_values(item: dict[str, Any], where: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
     """A recipe release's values with its release-level chart/accelerator/release filled in, and where each
     of those is written."""
     values = dict(item.get("values") or {})
@@ -193,7 +201,7 @@ def release_names(path: str | Path | Sequence[str | Path], env: Mapping[str, str
         if item is None:
             problems.append(problem(loaded, where, "each release is a mapping"))
             continue
-        problems += release_problems(loaded, item, where) if recipe else []
+        problems += (release_problems(loaded, item, where) or []) if recipe else []  # a mapping here: a list
         values, origin = release_values(item, where) if recipe else (item, {})
         prefix = where + ("values",) if recipe else ()
         try:

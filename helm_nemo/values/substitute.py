@@ -31,6 +31,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Iterable, Mapping
 
+    from helm_nemo.values.load import LoadedValues
+
 from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path
 
@@ -61,10 +63,10 @@ class SubstitutionResult:
     """The substituted data, and which variables were used where (to point errors at their origin)."""
 
     data: dict[str, Any]
-    used: dict[tuple, list[str]] = field(default_factory=dict)  # path -> variable names taken from env
-    secrets: dict[tuple, list[str]] = field(default_factory=dict)  # path -> secret-looking values put there
+    used: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> variable names taken from env
+    secrets: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> secret-looking values put there
     loaded: Any = None  # the LoadedValues substituted (positions of each path)
-    environment: dict[tuple, list[str]] = field(default_factory=dict)  # path -> every value taken from env
+    environment: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> every value taken from env
 
     def environment_values(self) -> list[str]:
         """Every value taken from the environment (what helm_nemo.secrets masks in printed text)."""
@@ -73,7 +75,7 @@ class SubstitutionResult:
     def names(self) -> set[str]:
         return {n for names in self.used.values() for n in names}
 
-    def origin(self, where: tuple) -> tuple[str | None, int | None, int | None]:
+    def origin(self, where: tuple[Any, ...]) -> tuple[str | None, int | None, int | None]:
         """(file, line, column) in the user's file of a substituted path."""
         if self.loaded is None:
             return (None, None, None)
@@ -87,7 +89,7 @@ class SubstitutionResult:
         every `1` in the file. `env` is accepted for older callers; the result knows its own secrets.
         """
 
-        def mask(node: Any, where: tuple) -> Any:
+        def mask(node: Any, where: tuple[Any, ...]) -> Any:
             if isinstance(node, dict):
                 return {k: mask(v, where + (k,)) for k, v in node.items()}
             if isinstance(node, list):
@@ -101,18 +103,19 @@ class SubstitutionResult:
                 node = node.replace(secret, MASK)
             return node
 
-        return mask(self.data, ())
+        masked: dict[str, Any] = mask(self.data, ())
+        return masked
 
 
-def pod_env_names(data: Any) -> dict[str, list[tuple]]:
+def pod_env_names(data: Any) -> dict[str, list[tuple[Any, ...]]]:
     """The env vars the values define for the pod: name -> the paths of the list items defining it.
 
     `--log-dir=${LOG_DIR_PREFIX}` refers to `workload.envs[].name: LOG_DIR_PREFIX`, set in the pod, not on
     the machine running helm; the same holds for network.ncclSettings[] and any `env:` list.
     """
-    found: dict[str, list[tuple]] = {}
+    found: dict[str, list[tuple[Any, ...]]] = {}
 
-    def visit(node: Any, key: Any, where: tuple) -> None:
+    def visit(node: Any, key: Any, where: tuple[Any, ...]) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
                 visit(v, k, where + (k,))
@@ -146,21 +149,21 @@ def _closing_brace(text: str, start: int) -> int:
 
 
 class _Substituter:
-    def __init__(self, loaded, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple]],
-                 allow: set[str] | None, prefix: tuple):
+    def __init__(self, loaded: LoadedValues, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple[Any, ...]]],
+                 allow: set[str] | None, prefix: tuple[Any, ...]):
         self.loaded, self.env, self.keep, self.pod_env, self.allow, self.prefix = loaded, env, keep, pod_env, allow, prefix
         self.problems: list[Problem] = []
         self.missing: list[str] = []
-        self.used: dict[tuple, list[str]] = {}
-        self.secrets: dict[tuple, list[str]] = {}
-        self.environment: dict[tuple, list[str]] = {}
+        self.used: dict[tuple[Any, ...], list[str]] = {}
+        self.secrets: dict[tuple[Any, ...], list[str]] = {}
+        self.environment: dict[tuple[Any, ...], list[str]] = {}
 
-    def problem(self, where: tuple, message: str, *, expected: str | None = None, hint: str | None = None) -> None:
+    def problem(self, where: tuple[Any, ...], message: str, *, expected: str | None = None, hint: str | None = None) -> None:
         line, column = self.loaded.position(where)
         self.problems.append(Problem(str(self.loaded.path), line, column, json_path(where), message,
                                      expected, hint))
 
-    def walk(self, node: Any, where: tuple) -> Any:
+    def walk(self, node: Any, where: tuple[Any, ...]) -> Any:
         if isinstance(node, dict):
             return {k: self.walk(v, where + (k,)) for k, v in node.items()}  # keys are never substituted
         if isinstance(node, list):
@@ -169,7 +172,7 @@ class _Substituter:
             return self.scalar(node, where)
         return node
 
-    def scalar(self, text: str, where: tuple) -> Any:
+    def scalar(self, text: str, where: tuple[Any, ...]) -> Any:
         names: list[str] = []
         secrets: list[str] = []
         result, whole = self.expand(text, where, names, secrets)
@@ -180,7 +183,7 @@ class _Substituter:
             self.secrets[where] = secrets
         return result  # a string stays a string (see the module docstring: no re-typing)
 
-    def expand(self, text: str, where: tuple, names: list[str], secrets: list[str]) -> tuple[str, bool]:
+    def expand(self, text: str, where: tuple[Any, ...], names: list[str], secrets: list[str]) -> tuple[str, bool]:
         """Expand `text`; the flag says it was exactly one reference that got substituted (re-typable)."""
         out: list[str] = []
         whole = False
@@ -213,7 +216,7 @@ class _Substituter:
             index = close + 1
         return "".join(out), whole
 
-    def reference(self, token: str, where: tuple, names: list[str], secrets: list[str]) -> tuple[str, bool]:
+    def reference(self, token: str, where: tuple[Any, ...], names: list[str], secrets: list[str]) -> tuple[str, bool]:
         """The text for one `${…}` and whether it was substituted (False: kept for the pod, or an error)."""
         body = _BODY.fullmatch(token[2:-1])
         if not body:
@@ -257,8 +260,8 @@ class _Substituter:
         return value, True
 
 
-def substitute(loaded, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
-               allow: Iterable[str] | None = None, prefix: tuple = ()) -> SubstitutionResult:
+def substitute(loaded: LoadedValues, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
+               allow: Iterable[str] | None = None, prefix: tuple[Any, ...] = ()) -> SubstitutionResult:
     """Substitute `${…}` inside `loaded.data` (a values_file.LoadedValues); raise one UserError listing every problem.
 
     keep: names always left for the pod (default: RUNTIME_VARIABLES); env vars the values define for the pod

@@ -25,7 +25,7 @@ from helm_nemo.user_errors import Problem, json_path, raise_if_problems
 __all__ = ["validate", "extra_problems", "raise_if_problems", "schema_errors"]
 
 if TYPE_CHECKING:
-    Positions = Callable[[tuple], "tuple[int | None, int | None]"]
+    Positions = Callable[[tuple[Any, ...]], "tuple[int | None, int | None]"]
 MAX_MESSAGE = 200
 _REQUIRED = re.compile(r"^'(?P<name>.*)' is a required property$", re.S)
 
@@ -116,8 +116,8 @@ def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[
 
 
 def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | None = None,
-             positions: Positions | None = None, prefix: tuple = (),
-             files: Callable[[tuple], str] | None = None) -> list[Problem]:
+             positions: Positions | None = None, prefix: tuple[Any, ...] = (),
+             files: Callable[[tuple[Any, ...]], str] | None = None) -> list[Problem]:
     """Every schema error as a Problem pointing into the user's file, sorted by line.
 
     `loaded_or_data` is a values_file.LoadedValues (filename and positions then default to its own) or plain
@@ -133,7 +133,7 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
         positions = positions or loaded_or_data.position
     where_is: Positions = positions or (lambda _where: (None, None))
 
-    def problem(at: tuple, message: str, expected: str | None = None, hint: str | None = None) -> Problem:
+    def problem(at: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> Problem:
         line, column = where_is(prefix + at)
         return Problem(files(prefix + at) if files else filename, line, column, json_path(at), _short(mask(message)),
                        expected, hint)
@@ -175,7 +175,7 @@ LABEL_MAPS = {"labels": "label", "nodeSelector": "nodeSelector"}  # values keys 
 
 
 def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, positions: Positions | None = None,
-                   prefix: tuple = (), files: Callable[[tuple], str] | None = None) -> list[Problem]:
+                   prefix: tuple[Any, ...] = (), files: Callable[[tuple[Any, ...]], str] | None = None) -> list[Problem]:
     """What the chart schemas cannot say, found in the user's values with the line:
 
     * `key: null` where the chart's defaults hold a mapping: helm drops the key with its defaults and the
@@ -189,19 +189,19 @@ def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, pos
     where_is: Positions = positions or (lambda _where: (None, None))
     problems: list[Problem] = []
 
-    def add(at: tuple, message: str, expected: str | None = None, hint: str | None = None) -> None:
+    def add(at: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> None:
         line, column = where_is(prefix + at)
         problems.append(Problem(files(prefix + at) if files else filename, line, column, json_path(at),
                                 _short(mask(message)), expected, hint))
 
-    def labels(node: dict, at: tuple, what: str) -> None:
+    def labels(node: dict[str, Any], at: tuple[Any, ...], what: str) -> None:
         for key, value in node.items():
             for why in label_key_problems(key):
                 add(at + (key,), f"{what} key {why}")
             if isinstance(value, str) and label_value_problem(value):
                 add(at + (key,), f"{what} value {label_value_problem(value)}")
 
-    def visit(node: Any, default: Any, at: tuple) -> None:
+    def visit(node: Any, default: Any, at: tuple[Any, ...]) -> None:
         if isinstance(node, list):
             for index, item in enumerate(node):
                 visit(item, None, at + (index,))

@@ -8,20 +8,23 @@ import re
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
     from collections.abc import Mapping
 
-from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, mapping, short
+from helm_nemo.validate.documents import (Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE,
+                                         INTERFACES_ANNOTATION, mapping, short)
 from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource, resource_amount
 
-def check_gpus(out: Collector, doc: Mapping, pods: list[PodTemplate], profile: dict | None) -> None:
+def check_gpus(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate], profile: dict[str, Any] | None) -> None:
     if profile is None or not pods:
         return
-    per_node = profile.get("gpusPerNode")
+    per_node = profile["gpusPerNode"]  # required by the profile schema
     total_pods = sum(p.pods for p in pods)
     using = [(p, pod_resource(p.spec, GPU_RESOURCE)) for p in pods]
     if any(gpus is None for _, gpus in using):
         return  # a container or an amount of the wrong type: the schema or the quantity check reports it
     for pod, gpus in using:
+        assert gpus is not None  # returned above otherwise
         if gpus == 0:
             continue
         where = _gpu_path(pod)
@@ -40,16 +43,17 @@ def _num(value: Decimal) -> str:
     return str(int(value)) if value == value.to_integral_value() else str(value)
 
 
-def _gpu_path(pod: PodTemplate) -> tuple:
+def _gpu_path(pod: PodTemplate) -> tuple[Any, ...]:
+    path: tuple[Any, ...] = pod.path
     for where, container, _ in containers(pod.spec):
         if container_resource(container, "limits", GPU_RESOURCE) is not None:
-            return pod.path + where + ("resources", "limits", GPU_RESOURCE)
+            return path + where + ("resources", "limits", GPU_RESOURCE)
         if container_resource(container, "requests", GPU_RESOURCE) is not None:
-            return pod.path + where + ("resources", "requests", GPU_RESOURCE)
-    return pod.path
+            return path + where + ("resources", "requests", GPU_RESOURCE)
+    return path
 
 
-def _fabric_env(container: dict) -> str | None:
+def _fabric_env(container: dict[str, Any]) -> str | None:
     """Which fabric the container's env sets up: "efa", "gib" or None."""
     if (env_value(container, "FI_PROVIDER") or "").strip().lower() == "efa":
         return "efa"
@@ -61,8 +65,9 @@ def _fabric_env(container: dict) -> str | None:
     return None
 
 
-def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) -> None:
+def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict[str, Any] | None) -> None:
     fabric = (profile or {}).get("fabric")
+    profile_id = (profile or {}).get("id")  # named only with a fabric, which only a profile has
     total_pods = sum(p.pods for p in pods)
     for pod in pods:
         for where, container, _ in containers(pod.spec):
@@ -78,19 +83,19 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict | None) 
                 if amount is None:
                     pass  # resources of the wrong type or not a quantity: the schema or quantity check reports it
                 elif not amount:
-                    source = f" ({profile['id']} profile: {per_node} per node)" if fabric else ""
+                    source = f" ({profile_id} profile: {per_node} per node)" if fabric else ""
                     out.add(cwhere + ("resources", "limits"), f"{trigger} is set but {resource} is not requested"
                             f"{source}: NCCL would fall back to TCP", "fabric")
                 elif per_node and total_pods > 1 and amount != per_node:
                     out.add(cwhere + ("resources", "limits", resource), f"multi-node workload takes {_num(amount)} "
-                            f"{resource}, but a {profile['id']} node has {per_node} (one pod per node should take all)",
+                            f"{resource}, but a {profile_id} node has {per_node} (one pod per node should take all)",
                             "fabric")
             host_network = pod.spec.get("hostNetwork")  # of the wrong type: the schema check reports it
             if kind == "gib" and (host_network is None or host_network is False):
                 _check_rdma_interfaces(out, pod, profile, cwhere)
 
 
-def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | None, cwhere: tuple) -> None:
+def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict[str, Any] | None, cwhere: tuple[Any, ...]) -> None:
     annotations = pod.meta.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
         return  # the schema check reports it
@@ -107,12 +112,13 @@ def _check_rdma_interfaces(out: Collector, pod: PodTemplate, profile: dict | Non
     except ValueError:
         return  # interfaces-json reports it
     if isinstance(found, list) and wanted and len(found) < wanted:
+        assert profile is not None  # `wanted` is the profile's
         out.add(pod.meta_path + ("annotations", INTERFACES_ANNOTATION),
                 f"gIB (RDMA) needs all {wanted} interfaces of a {profile['id']} node, the annotation lists {len(found)}",
                 "fabric")
 
 
-def check_interfaces(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_interfaces(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     for where, meta in metas:
         annotations = meta.get("annotations") if isinstance(meta, dict) else None

@@ -6,6 +6,9 @@ from __future__ import annotations
 from helm_nemo.validate.compiled import did_you_mean
 from helm_nemo.validate.documents import Collector, items_of, json_path
 from helm_nemo.validate.pods import PodTemplate, containers
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
+    from typing import Any
 
 def check_containers(out: Collector, pods: list[PodTemplate]) -> None:
     for pod in pods:
@@ -21,7 +24,7 @@ def check_containers(out: Collector, pods: list[PodTemplate]) -> None:
         # mounts are not checked against the volumes then (the schema check reports that volume).
         volumes_known = listed is None or isinstance(listed, list) and all(
             isinstance(v, dict) and isinstance(v.get("name"), str) for v in listed)
-        names: dict[str, tuple] = {}
+        names: dict[str, tuple[Any, ...]] = {}
         for where, container, _ in containers(pod.spec):
             cname = container.get("name")
             if isinstance(cname, str):

@@ -54,7 +54,7 @@ _NAME_RULES = {
     "Role": "path-segment", "ClusterRole": "path-segment", "RoleBinding": "path-segment",
     "ClusterRoleBinding": "path-segment",
 }
-def check_names(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_names(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     """Names (strings: a name of another type is the schema check's)."""
     meta = mapping(doc.get("metadata"))
     name = meta.get("name")
@@ -95,14 +95,14 @@ def check_names(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
                     _port_name(out, pod.path + where + ("ports", j, "name"), port["name"])
 
 
-def _port_name(out: Collector, where: tuple, value: Any) -> None:
+def _port_name(out: Collector, where: tuple[Any, ...], value: Any) -> None:
     if not (isinstance(value, str) and 0 < len(value) <= 15 and _IANA_SVC_NAME.match(value)
             and "--" not in value and re.search("[a-z]", value)):
         out.add(where, f"port name {value!r} must be an IANA service name (at most 15 lower-case letters, digits "
                        "and single '-', with a letter)", "dns-name")
 
 
-def check_derived_names(out: Collector, doc: Mapping) -> None:
+def check_derived_names(out: Collector, doc: Mapping[str, Any]) -> None:
     spec = mapping(doc.get("spec"))
     name = mapping(doc.get("metadata")).get("name")
     if not isinstance(name, str):
@@ -160,7 +160,7 @@ def _size(node: Any) -> int:
                for k, v in node.items()) if isinstance(node, dict) else 0
 
 
-def check_sizes(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_sizes(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     """The API server's size limits: annotations of one object (256 KiB), a ConfigMap's data (1 MiB)."""
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     for where, meta in metas:
@@ -174,7 +174,7 @@ def check_sizes(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
                         "server accepts", "size")
 
 
-def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_labels(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     spec = mapping(doc.get("spec"))
     selector = spec.get("selector")
@@ -190,9 +190,9 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         for key, value in mapping(meta.get("labels")).items():
             for why in _qualified_name_problems(key):
                 out.add(labels_at + (key,), f"label key {why}", "label")
-            why = label_value_problem(value) if isinstance(value, str) else None
-            if why:
-                out.add(labels_at + (key,), f"label value {why}", "label")
+            value_why = label_value_problem(value) if isinstance(value, str) else None
+            if value_why:
+                out.add(labels_at + (key,), f"label value {value_why}", "label")
         for key in mapping(meta.get("annotations")):
             for why in _qualified_name_problems(key):
                 out.add(where + ("annotations", key), f"annotation key {why}", "label")
@@ -200,9 +200,9 @@ def check_labels(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
         for key, value in mapping(pod.spec.get("nodeSelector")).items():
             for why in _qualified_name_problems(key):
                 out.add(pod.path + ("nodeSelector", key), f"nodeSelector key {why}", "label")
-            why = label_value_problem(value) if isinstance(value, str) else None  # else: the schema's
-            if why:
-                out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {why}", "label")
+            value_why = label_value_problem(value) if isinstance(value, str) else None  # else: the schema's
+            if value_why:
+                out.add(pod.path + ("nodeSelector", key), f"nodeSelector value {value_why}", "label")
 
 
 def _qualified_name_problems(key: Any) -> list[str]:

@@ -7,7 +7,7 @@ from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, containers
@@ -16,10 +16,10 @@ from helm_nemo.validate.quantity import is_extended, parse_quantity
 _GCSFUSE_QUANTITY = re.compile(r"^gke-gcsfuse/(?:metadata-prefetch-)?(?:cpu|memory|ephemeral-storage)-(?:limit|request)$")
 
 
-def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> None:
+def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     spec = mapping(doc.get("spec"))
 
-    def need(where: tuple, value: Any, what: str, *, json: bool = True) -> Decimal | None:
+    def need(where: tuple[Any, ...], value: Any, what: str, *, json: bool = True) -> Decimal | None:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             return None  # null, a list, a mapping, true: the schema check reports the type
         parsed = parse_quantity(value, json=json)
@@ -49,7 +49,8 @@ def check_quantities(out: Collector, doc: Mapping, pods: list[PodTemplate]) -> N
             _resources(out, pod.path + where + ("resources",), container.get("resources"), need, extended_rules=True)
 
 
-def _resources(out: Collector, where: tuple, resources: Any, need, *, extended_rules: bool) -> None:
+def _resources(out: Collector, where: tuple[Any, ...], resources: Any, need: Callable[..., Decimal | None], *,
+               extended_rules: bool) -> None:
     if not isinstance(resources, dict):
         return
     parsed: dict[str, dict[str, Decimal | None]] = {}
