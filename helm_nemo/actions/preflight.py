@@ -9,7 +9,7 @@ import os
 import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from collections.abc import Callable
 
 from helm_nemo.actions import releases
 

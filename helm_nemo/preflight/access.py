@@ -32,7 +32,7 @@ def rbac(facts, releases, options) -> list[Result]:
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda k: facts.allowed(*k), keys))
     denied = [f"{verb} {resource}{'.' + group if group else ''}{' in ' + ns if ns else ' (cluster-wide)'}"
-              for (verb, group, resource, ns), (allowed, _) in zip(keys, answers) if not allowed]
+              for (verb, group, resource, ns), (allowed, _) in zip(keys, answers, strict=True) if not allowed]
     if denied:
         return [Result("access.rbac", FAIL, f"you may not: {first(denied, 4)}",
                        "ask the cluster admin for a Role/ClusterRole binding with these verbs "

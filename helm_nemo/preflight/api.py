@@ -95,7 +95,7 @@ def served(facts, releases, options) -> list[Result]:
         kinds = first([k for _, k in sorted(wanted)], 4)
         return [Result("api.served", OK, f"all {len(wanted)} kinds are served ({kinds})")]
     hints = []
-    for api, kind, _ in missing:
+    for api, _kind, _ in missing:
         group = api.rpartition("/")[0]
         hint = next((h for r in releases for h in [((r.profile or {}).get("preflight") or {}).get("hints", {}).get(group)] if h),
                     None) or API_HINTS.get(group)
@@ -112,7 +112,7 @@ def served(facts, releases, options) -> list[Result]:
 
 def _other_versions(facts, group: str, api: str) -> list[str]:
     try:
-        versions = facts._once("groups", facts.client.groups).get(group) or []  # noqa: SLF001
-    except Exception:  # noqa: BLE001 - only a better hint
+        versions = facts._once("groups", facts.client.groups).get(group) or []
+    except Exception:  # only a better hint
         return []
     return [f"{group}/{v}" for v in versions if f"{group}/{v}" != api]

@@ -53,7 +53,7 @@ class Facts:
         def run():
             try:
                 self._once(key, read)
-            except Exception:  # noqa: BLE001 - kept in the cache, raised to the reader
+            except Exception:  # kept in the cache, raised to the reader
                 pass
 
         thread = threading.Thread(target=run, daemon=True)
