@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export HELM3 := $(CURDIR)/.tools/helm3/helm
 export HELM4 := $(CURDIR)/.tools/helm4/helm
 
-.PHONY: setup demo test generate check bench dist clean
+.PHONY: setup demo test generate check bench dist lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -29,6 +29,10 @@ bench: setup
 
 dist: setup
 	$(PY) scripts/dist.py
+
+# Refresh requirements/*.lock (newest releases within pyproject.toml's ranges) and say what changed.
+lock: setup
+	$(PY) scripts/lock.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache dist build

@@ -50,6 +50,16 @@ PIP_ARGS="--quiet --disable-pip-version-check --no-cache-dir --no-input"
 if ls "$DIR"/wheels/helm_nemo-"$VERSION"-*.whl >/dev/null 2>&1; then
   WHAT="helm-nemo==$VERSION"; SOURCE="the bundled wheels ($DIR/wheels)"
   set -- --no-index --find-links "$DIR/wheels" "$WHAT"
+elif [ -f "$DIR/pyproject.toml" ] && [ -f "$DIR/requirements/runtime.lock" ]; then
+  # a checkout: the dependencies at their locked versions (hashes checked), then the package itself
+  WHAT="$DIR"; SOURCE="the package index (building from $DIR, dependencies from requirements/runtime.lock)"
+  # shellcheck disable=SC2086
+  if ! OUT="$(PIP_NO_CACHE_DIR=1 "$BUILD/bin/python" -m pip install $PIP_ARGS --require-hashes --no-deps \
+              -r "$DIR/requirements/runtime.lock" 2>&1)"; then
+    fail "could not install the dependencies of $WHAT from $SOURCE: $(printf '%s\n' "$OUT" | grep -v '^ *$' | tail -n 2 | tr '\n' ' ')" \
+      "check access to the package index (PIP_INDEX_URL), or install the release tarball helm-nemo-$VERSION.tgz, which bundles every dependency"
+  fi
+  set -- --no-deps "$DIR"
 elif [ -f "$DIR/pyproject.toml" ]; then
   WHAT="$DIR"; SOURCE="the package index (building from $DIR)"
   set -- "$DIR"

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
-from functools import lru_cache
+from functools import lru_cache, cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterator
+    from typing import Any
+    from collections.abc import Iterator
 
 ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "definitions", "deprecated",
                "x-helm-nemo-legacy", "$comment"}
@@ -93,7 +94,7 @@ def pattern_regex(pattern: str) -> re.Pattern:
 _regex = pattern_regex
 
 
-@lru_cache(maxsize=None)
+@cache
 def whole_string_jsonschema(cls):
     """A jsonschema validator class like `cls` whose `pattern` and `patternProperties` use `pattern_regex`
     (jsonschema searches with Python's own `$`)."""

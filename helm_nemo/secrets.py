@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable, Iterator
+    from typing import Any
+    from collections.abc import Iterable, Iterator
 
 MASK = "***"
 MIN_FREE = 4  # shorter values are masked only where quoted or whole (see the module doc)

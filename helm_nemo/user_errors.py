@@ -10,7 +10,7 @@ import re
 from collections import namedtuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Iterable
+    from collections.abc import Iterable
 
 EXIT_USER_ERROR = 2  # usage, substitution or schema error found before helm runs (helm-ecosystem.md §6)
 MAX_LINES = 40  # one screen

@@ -32,13 +32,14 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helm_nemo.diff.semantic import Difference, object_key, parse_manifests, semantic_diff  # noqa: E402
+from helm_nemo.diff.semantic import Difference, object_key, parse_manifests, semantic_diff
 
 CORPUS_DIR = ROOT / "tests" / "corpus"
 ALLOWED_FILE = CORPUS_DIR / "allowed-differences.yaml"
@@ -650,11 +651,11 @@ def _compare(cmd: Command, mapping: Mapping, key: str, anchor, ours, entries: li
         return Result(cmd, "anchor-error", _first_line(anchor.stderr), key)
     try:
         parse_manifests(anchor.stdout)
-    except Exception as err:  # noqa: BLE001 - a YAML error of the anchor's render
+    except Exception as err:
         return Result(cmd, "anchor-error", f"anchor render is not valid YAML: {_first_line(str(err))}", key)
     try:
         parse_manifests(ours.stdout)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         return Result(cmd, "refused", f"our render is not valid YAML: {_first_line(str(err))}", key)
     unexplained, used = compare_texts(anchor.stdout, ours.stdout, cmd.release, mapping.kind, key, entries)
     if unexplained:

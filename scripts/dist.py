@@ -4,7 +4,9 @@
   dist/helm_nemo-<v>-py3-none-any.whl   the package, data included (charts, schemas, profiles, generator sources)
   dist/helm_nemo-<v>.tar.gz             its sdist
   dist/helm-nemo-<v>.tgz                the Helm plugin: plugin.yaml, completion.yaml, bin/, NOTICE and wheels/
-                                        (the wheel above plus every dependency, for this platform and Python),
+                                        (the wheel above plus every dependency at its locked version, requirements/runtime.lock,
+                                        for this platform and Python; kubernetes-validate without the
+                                        schemas of Kubernetes versions the charts do not admit),
                                         so `helm plugin install` sets itself up offline
 
 The plugin tarball has plugin.yaml at its root and no `./` entry (Helm 3.17's HTTP installer needs both), and
@@ -67,6 +69,53 @@ def plugin_tarball(version: str, wheels: list[Path], dist: Path) -> Path:
     return out
 
 
+SCHEMAS = "kubernetes_validate/kubernetes-json-schema/"
+
+
+def oldest_supported_kube() -> tuple[int, int]:
+    """The lowest Kubernetes minor any chart's `kubeVersion` (`>=1.29.0-0`) admits: older schemas are never read."""
+    import re
+
+    floors = set()
+    for chart in (ROOT / "charts").rglob("Chart.yaml"):
+        found = re.search(r'^kubeVersion:\s*["\']?>=\s*v?(\d+)\.(\d+)', chart.read_text(), re.M)
+        if not found:
+            raise SystemExit(f"dist: {chart} has no `kubeVersion: >=X.Y` floor; cannot tell which schemas to ship")
+        floors.add((int(found.group(1)), int(found.group(2))))
+    return min(floors)
+
+
+def schema_folder_kept(name: str, floor: tuple[int, int]) -> bool:
+    """kubernetes-validate ships `v1.N.0-local` and `v1.N.0-local-strict` for every minor since 1.25; helm-nemo
+    reads only the strict ones (validate/schemas.py), and only for versions the charts admit."""
+    import re
+
+    if not name.startswith(SCHEMAS):
+        return True
+    found = re.match(r"v(\d+)\.(\d+)\.\d+-local-strict/", name[len(SCHEMAS):])
+    return bool(found) and (int(found.group(1)), int(found.group(2))) >= floor
+
+
+def trim_kubernetes_validate(wheel: Path, floor: tuple[int, int]) -> None:
+    """Rewrite the kubernetes-validate wheel in place without the schema folders helm-nemo never reads (about 7 of
+    the tarball's MB); every file kept is byte-identical, RECORD lists exactly what is kept, entries in order."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as source:
+        infos = [info for info in source.infolist() if schema_folder_kept(info.filename, floor)]
+        contents = {info.filename: source.read(info) for info in infos}
+    record = next(name for name in contents if name.endswith(".dist-info/RECORD"))
+    lines = contents[record].decode().splitlines(keepends=True)
+    contents[record] = "".join(line for line in lines if line.split(",", 1)[0] in contents).encode()
+    trimmed = wheel.with_suffix(".trimmed")
+    with zipfile.ZipFile(trimmed, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in infos:
+            fresh = zipfile.ZipInfo(info.filename, date_time=(2023, 11, 14, 22, 13, 20))
+            fresh.external_attr, fresh.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+            target.writestr(fresh, contents[info.filename])
+    trimmed.replace(wheel)
+
+
 def provenance(tarball: Path, key: str) -> Path:
     """The .prov Helm 4 verifies: plugin.yaml, `...`, the tarball's sha256, clear-signed by `key` with gpg."""
     import hashlib
@@ -96,8 +145,12 @@ def main() -> int:
     shutil.rmtree(ROOT / "build", ignore_errors=True)
     wheel = dist / f"helm_nemo-{v}-py3-none-any.whl"
     wheels = dist / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
-        "--wheel-dir", str(wheels), str(wheel))
+    # the dependencies at the versions of requirements/runtime.lock (hashes checked), for this platform and Python
+    run(sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
+        "--require-hashes", "--no-deps", "--dest", str(wheels), "-r", str(ROOT / "requirements" / "runtime.lock"))
+    shutil.copy2(wheel, wheels / wheel.name)
+    for bundled in wheels.glob("kubernetes_validate-*.whl"):
+        trim_kubernetes_validate(bundled, oldest_supported_kube())
     tarball = plugin_tarball(v, sorted(wheels.glob("*.whl")), dist)
     shutil.rmtree(wheels)
     if args.sign:

@@ -6,18 +6,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
 
-# 1. Python venv with the package (editable) and the test tools; reinstalled when pyproject.toml changes.
-STAMP=.venv/.pyproject.sha256
-WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+# 1. Python venv with the package (editable) and every tool, at the versions of requirements/dev.lock (hashes
+#    checked, wheels only: a new release of a dependency never changes a fresh clone); reinstalled when the lock or
+#    pyproject.toml changes. The package itself goes in last, without dependencies and without build isolation
+#    (its build backend, setuptools, is in the lock too).
+STAMP=.venv/.setup.sha256
+WANT="$(cat pyproject.toml requirements/dev.lock | sha256sum | cut -d' ' -f1)"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  echo "setup: installing the package and its dependencies into .venv"
+  echo "setup: installing the package and the locked dependencies (requirements/dev.lock) into .venv"
   [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
   # pip's and setuptools' own chatter (deprecation banners of the build backend) goes to a log shown on failure
   LOG="$(mktemp)"
+  PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input)
   # compat mode: a plain path entry instead of an import hook (faster start-up of every CLI run)
-  if ! { .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip \
-         && .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' \
-              --config-settings editable_mode=compat; } >"$LOG" 2>&1; then
+  if ! { "${PIP[@]}" --require-hashes --no-deps --only-binary=:all: -r requirements/dev.lock \
+         && "${PIP[@]}" --no-deps --no-build-isolation -e . --config-settings editable_mode=compat \
+         && .venv/bin/python -m pip check; } >"$LOG" 2>&1; then
     cat "$LOG" >&2; rm -f "$LOG"; echo "setup: installing the package failed" >&2; exit 1
   fi
   rm -f "$LOG"

@@ -96,7 +96,7 @@ def assert_golden(golden: Path, rendered: str, *, writer: bool = True) -> None:
     assert rendered == golden.read_text(), f"the render differs from {golden} (UPDATE_GOLDEN=1 rewrites it; review the diff)"
 
 
-def render_fixture(helm: "Helm", case_dir: Path, chart: Path, *extra: str) -> str:
+def render_fixture(helm: Helm, case_dir: Path, chart: Path, *extra: str) -> str:
     """Render a parity fixture's command.txt (the gpu-recipes README's argument list) with our chart:
     CHART replaced by `chart`, run in the case folder so its -f/--set-file paths resolve, plus `extra`."""
     args = [str(chart) if arg == "CHART" else arg for arg in (case_dir / "command.txt").read_text().split()]

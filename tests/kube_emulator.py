@@ -20,6 +20,9 @@ HTTP with a bearer token:
 - a tiny "controller": objects get a ready `status` on every write (Deployment, ReplicaSet, DaemonSet,
   StatefulSet, Job, JobSet, PersistentVolume(Claim), Service clusterIP), and a Deployment gets an owned,
   ready ReplicaSet, so `--wait` / `--atomic` succeed on both helms. `ready=False` turns that off.
+- update admission of Jobs and JobSets as the real server and the JobSet webhook answer (immutable pod
+  templates, replicated jobs, selectors …: 422 Invalid, `field is immutable`; see update_refusal);
+  `admission=False` turns it off.
 
 Tests read the store with `emulator.objects(kind, namespace)` / `emulator.get(kind, name, namespace)`
 and the traffic with `emulator.requests` (method, path, query, content type) or `emulator.calls()`.
@@ -42,10 +45,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -434,7 +438,7 @@ def with_defaults(defaults: Any, obj: Any) -> Any:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def ready_status(obj: dict) -> dict | None:
@@ -458,6 +462,9 @@ def ready_status(obj: dict) -> dict | None:
     if kind == "DaemonSet":
         return {"observedGeneration": generation, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
                 "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}
+    if kind == "Job" and spec.get("suspend") is True:  # the Job controller starts no pod and sets no startTime
+        return {"active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                                             "lastProbeTime": _now(), "lastTransitionTime": _now()}]}
     if kind == "Job":
         completions = spec.get("completions", 1)
         return {"succeeded": completions, "active": 0, "startTime": _now(), "completionTime": _now(),
@@ -475,6 +482,118 @@ def ready_status(obj: dict) -> dict | None:
     if kind == "Namespace":
         return {"phase": "Active"}
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Update admission of the workloads helm-nemo creates, as the real server answers (written from the Go code,
+# independently of helm_nemo/diff/admission.py, which must agree with it):
+# - batch/v1 Job: kubernetes pkg/apis/batch/validation/validation.go, ValidateJobSpecUpdate and
+#   validatePodTemplateUpdate; pkg/registry/batch/job/strategy.go, validationOptionsForJob (v1.36).
+# - JobSet: kubernetes-sigs/jobset pkg/webhooks/jobset_webhook.go, ValidateUpdate, and the CRD's CEL rules
+#   (`self == oldSelf`) in api/jobset/v1alpha2/jobset_types.go. The webhook's denial reaches the client as
+#   the API server wraps it (apiserver .../webhook/errors/statuserror.go, ToStatusErr): 422 Invalid,
+#   `admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "NAME" is invalid: …`.
+
+JOB_IMMUTABLE = ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy",
+                 "successPolicy")
+JOBSET_CEL_IMMUTABLE = ("network", "successPolicy", "failurePolicy", "startupPolicy", "volumeClaimPolicies")
+POD_SCHEDULING_DIRECTIVES = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "nodeSelector"),
+                             ("spec", "tolerations"), ("spec", "schedulingGates"))
+
+
+def _pruned(value):
+    """A value as the typed Go struct holds it: nulls and empty maps/lists are the same as absent."""
+    if isinstance(value, dict):
+        out = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
+def _immutable(errors: list, field_path: str, new, old) -> None:
+    if _pruned(new) != _pruned(old):
+        errors.append((field_path, json.dumps(new, sort_keys=True)[:200], "field is immutable"))
+
+
+def _with_scheduling_from(template: dict, old_template: dict, node_affinity: bool) -> dict:
+    """`template` with old's pod labels/annotations/nodeSelector/tolerations/schedulingGates (what may change)."""
+    munged = copy.deepcopy(template or {})
+    for part, name in POD_SCHEDULING_DIRECTIVES:
+        value = ((old_template or {}).get(part) or {}).get(name)
+        munged.setdefault(part, {})
+        if value is None:
+            munged[part].pop(name, None)
+        else:
+            munged[part][name] = copy.deepcopy(value)
+    if node_affinity:
+        new_affinity = (munged.get("spec") or {}).get("affinity") or {}
+        old_affinity = copy.deepcopy(((old_template or {}).get("spec") or {}).get("affinity") or {})
+        if "nodeAffinity" in new_affinity:
+            old_affinity["nodeAffinity"] = new_affinity["nodeAffinity"]
+        else:
+            old_affinity.pop("nodeAffinity", None)
+        munged.setdefault("spec", {})["affinity"] = old_affinity
+    return munged
+
+
+def job_update_errors(old: dict, new: dict) -> list:
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors: list = []
+    indexed = spec.get("completionMode") == "Indexed"
+    if not indexed:
+        _immutable(errors, "spec.completions", spec.get("completions"), old_spec.get("completions"))
+    elif spec.get("completions") != old_spec.get("completions") and spec.get("completions") is not None \
+            and spec.get("completions") != spec.get("parallelism"):
+        errors.append(("spec.completions", json.dumps(spec.get("completions")),
+                       "can only be modified in tandem with spec.parallelism"))
+    _immutable(errors, "spec.selector", spec.get("selector"), old_spec.get("selector"))
+    never_started = old_spec.get("suspend") is True and not (old.get("status") or {}).get("startTime")
+    old_template = old_spec.get("template") or {}
+    template = spec.get("template") or {}
+    if never_started:
+        template = _with_scheduling_from(template, old_template, node_affinity=True)
+    _immutable(errors, "spec.template", template, old_template)
+    for name in JOB_IMMUTABLE[1:]:
+        _immutable(errors, f"spec.{name}", spec.get(name), old_spec.get(name))
+    return errors
+
+
+def jobset_update_errors(old: dict, new: dict) -> list:
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors: list = []
+    for name in JOBSET_CEL_IMMUTABLE:
+        _immutable(errors, f"spec.{name}", spec.get(name), old_spec.get(name))
+    replicated = copy.deepcopy(spec.get("replicatedJobs") or [])
+    if old_spec.get("suspend") is True or spec.get("suspend") is True:
+        old_by_name = {rj.get("name"): rj for rj in old_spec.get("replicatedJobs") or []}
+        for rj in replicated:
+            if rj.get("name") in old_by_name:
+                job_spec = (rj.get("template") or {}).setdefault("spec", {})
+                old_job_spec = ((old_by_name[rj["name"]].get("template") or {}).get("spec") or {})
+                job_spec["template"] = _with_scheduling_from(job_spec.get("template"), old_job_spec.get("template"),
+                                                             node_affinity=False)
+    _immutable(errors, "spec.replicatedJobs", replicated, old_spec.get("replicatedJobs") or [])
+    _immutable(errors, "spec.managedBy", spec.get("managedBy"), old_spec.get("managedBy"))
+    return errors
+
+
+def update_refusal(res: "Resource", name: str, old: dict, new: dict) -> "ApiError | None":
+    """The 422 the real cluster answers to this update of a Job or JobSet, or None when it takes it."""
+    if res.group == "batch" and res.kind == "Job":
+        errors, prefix = job_update_errors(old, new), f'Job.batch "{name}" is invalid: '
+    elif res.group == "jobset.x-k8s.io" and res.kind == "JobSet":
+        errors = jobset_update_errors(old, new)
+        prefix = f'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "{name}" is invalid: '
+    else:
+        return None
+    if not errors:
+        return None
+    causes = [{"reason": "FieldValueInvalid", "message": f"Invalid value: {value}: {detail}", "field": path}
+              for path, value, detail in errors]
+    listed = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
+    message = prefix + (listed if len(causes) == 1 else f"[{listed}]")
+    return ApiError(422, "Invalid", message, {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -519,7 +638,7 @@ class Fault:
             and self.namespace in (None, ns) \
             and (self.when is None or bool(self.when(request)))
 
-    def error(self) -> "ApiError":
+    def error(self) -> ApiError:
         return ApiError(self.status, self.reason, self.message)
 
 
@@ -574,8 +693,10 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0", tls: "TLSFiles | None" = None):
+                 ready: bool = True, kube_version: str = "v1.32.0", admission: bool = True,
+                 tls: TLSFiles | None = None):
         self.resources = list(resources or DEFAULT_RESOURCES)
+        self.admission = admission  # refuse updates of Jobs and JobSets as the real server does
         self.token = token
         # HTTPS (a real handshake: server certificate, optional client certificates signed by tls.client_ca);
         # then every request must authenticate, with the token or a client certificate (user = its CN).
@@ -606,7 +727,7 @@ class KubeEmulator:
         host, port = self._server.server_address[:2]
         return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
-    def start(self) -> "KubeEmulator":
+    def start(self) -> KubeEmulator:
         emulator = self
 
         class Handler(_Handler):
@@ -647,7 +768,7 @@ class KubeEmulator:
         self._thread.join(timeout=5)
         self._server = None
 
-    def __enter__(self) -> "KubeEmulator":
+    def __enter__(self) -> KubeEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -848,6 +969,9 @@ class KubeEmulator:
             obj.setdefault("metadata", {})["name"] = name
             if res.namespaced:
                 obj["metadata"]["namespace"] = ns
+            refusal = update_refusal(res, name, old, obj) if self.admission else None
+            if refusal is not None:
+                raise refusal
             obj = self._finish(res, obj, old)
             if dry_run:
                 return obj
@@ -917,7 +1041,7 @@ class KubeEmulator:
                 try:
                     after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
                 except ValueError:
-                    raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data")
+                    raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data") from None
                 keys = keys[bisect.bisect_right(keys, after):]
             limit = int(query.get("limit") or 0)
             selectors = query.get("labelSelector") or query.get("fieldSelector")
@@ -958,7 +1082,7 @@ class KubeEmulator:
         try:
             patch = json.loads(body or b"{}")
         except ValueError as err:
-            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}")
+            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}") from None
         with self._cond:
             old = self._store[res].get((ns, name))
             if content_type.startswith("application/apply-patch"):
@@ -1152,7 +1276,7 @@ class _Handler(BaseHTTPRequestHandler):
             return json.loads(body)
         except ValueError as err:
             raise ApiError(415 if content_type.startswith(PROTOBUF) else 400, "BadRequest",
-                           f"cannot decode the {content_type or 'untyped'} body: {err}")
+                           f"cannot decode the {content_type or 'untyped'} body: {err}") from None
 
     def _handle(self) -> None:
         split = urlsplit(self.path)
@@ -1230,7 +1354,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", f"{self.command} is not supported")
         except ApiError as err:
             self._send(err.code, err.status())
-        except Exception as err:  # noqa: BLE001 - an emulator bug must reach the client, not hang it
+        except Exception as err:
             self._send(500, ApiError(500, "InternalError", f"emulator error: {type(err).__name__}: {err}").status())
 
     def _watch(self, res: Resource, ns: str | None, query: dict) -> None:

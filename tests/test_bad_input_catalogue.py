@@ -121,17 +121,20 @@ def release(name: str, values: str = "      workload: {gpus: 16, image: 'img:1'}
 
 CASES: list = [
     # --- YAML syntax ------------------------------------------------------------------------------
+    # The parser's own words after "invalid YAML: " are not asserted (they belong to the parser version, issue
+    # 23); the position and helm-nemo's hint are.
     Case("yaml-unclosed-flow-mapping", HEAD + "workload: {gpus: 16, image: 'img:1'\nqueue: q\n", "5:1", "$",
-         "invalid YAML: did not find expected ',' or '}'", hint="check indentation and quoting"),
+         "invalid YAML: ", hint="check indentation and quoting"),
     Case("yaml-unclosed-flow-sequence", BASE + "targetNodes: [a, b\nqueue: q\n", "8:6", "$", "invalid YAML"),
     Case("yaml-dedented-key", HEAD + "workload:\n  gpus: 16\n image: img:1\n", "6:2", "$", "invalid YAML"),
     Case("yaml-unclosed-double-quote", HEAD + 'workload:\n  gpus: 16\n  image: "img:1\n', "7:1", "$",
          "invalid YAML"),
     Case("yaml-mapping-in-plain-scalar", HEAD.replace("release: r1", "release: r1: r2") + WORKLOAD, "3:12", "$",
-         "invalid YAML: mapping values are not allowed"),
-    Case("yaml-sequence-after-mapping", BASE + "- item\n", "7:1", "$", "invalid YAML: did not find expected key"),
+         "invalid YAML: ", hint="check indentation and quoting"),
+    Case("yaml-sequence-after-mapping", BASE + "- item\n", "7:1", "$", "invalid YAML: ",
+         hint="check indentation and quoting"),
     Case("yaml-undefined-alias", HEAD + "workload:\n  gpus: *count\n  image: img:1\n", "5:9", "$",
-         "invalid YAML: found undefined alias"),
+         "invalid YAML: ", hint="check indentation and quoting"),
     Case("yaml-unknown-tag", HEAD + "workload:\n  gpus: !foo 16\n  image: img:1\n", "5:9", "$.workload.gpus",
          "cannot read this value", hint="remove the tag"),
     Case("yaml-explicit-int-tag-on-a-word", HEAD + "workload:\n  gpus: !!int sixteen\n  image: img:1\n", "5:3",
@@ -139,9 +142,10 @@ CASES: list = [
     Case("yaml-infinity", HEAD + "workload:\n  gpus: .inf\n  image: img:1\n", "5:9", "$.workload.gpus",
          "'.inf' is not a number JSON can hold"),
     # --- tabs -------------------------------------------------------------------------------------
-    Case("tab-indented-key", HEAD + "workload:\n\tgpus: 16\n", "5:1", "$", "found character that cannot start any token"),
+    Case("tab-indented-key", HEAD + "workload:\n\tgpus: 16\n", "5:1", "$",
+         "invalid YAML: a tab where YAML needs spaces", hint="indent with spaces only"),
     Case("tab-in-nested-block", BASE + "volumes:\n  gcsMounts:\n\t- bucketName: b\n", "9:1", "$",
-         "found character that cannot start any token"),
+         "invalid YAML: a tab where YAML needs spaces", hint="indent with spaces only"),
     # --- duplicate keys -------------------------------------------------------------------------
     Case("duplicate-top-level", BASE + "release: r2\n", "7:1", "$.release",
          "duplicate key 'release' (first defined on line 3, column 1)"),
@@ -755,7 +759,7 @@ def _run_cli(case: Case, values: Path) -> subprocess.CompletedProcess:
     if case.root:
         args += ["--root", str((_case_dir(case, values) / case.root).resolve())]
     args += list(case.args)
-    stdout = open(case.stdout_to, "w") if case.stdout_to else subprocess.PIPE  # noqa: SIM115
+    stdout = open(case.stdout_to, "w") if case.stdout_to else subprocess.PIPE
     try:
         return subprocess.run(args, env=_cli_env(case, home), cwd=values.parent, input=case.stdin, stdout=stdout,
                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)

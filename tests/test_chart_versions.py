@@ -77,8 +77,47 @@ def test_lock_file_is_sorted_and_deterministic():
 
 
 def test_released_charts_match_the_lock():
-    problems = [p for p in generator.check(ROOT) if p.startswith("version: ")]
+    problems = [p for p in generator.check(ROOT) if p.startswith(("version: ", "release: "))]
     assert problems == []
+
+
+def test_accelerator_names_with_dashes_name_their_kind():
+    accelerators = {p.stem for p in (ROOT / "values/accelerators").glob("*.yaml")}
+    assert "a4x-max" in accelerators
+    assert chart_versions.chart_kind("jobset-a4x-max", accelerators) == "jobset"
+    assert chart_versions.chart_kind("nemo-training-a4x", accelerators) == "nemo-training"
+    assert chart_versions.chart_kind("fsx-lustre", accelerators) is None
+    assert chart_versions.released("jobset-a4x-max", JOBSET, chart_versions.changelog_entries(ROOT), accelerators)
+
+
+def test_a_locked_version_without_its_changelog_entry_fails_the_check(project):
+    changelog = project / "CHANGELOG.md"
+    changelog.write_text(changelog.read_text().replace("## gcs-fuse 1.0.0", "## (entry lost) 1.0.0"))
+    problems = [p for p in generator.check(project) if p.startswith("release: ")]
+    assert problems == ["release: gcs-fuse 1.0.0 is in generator/versions.lock but CHANGELOG.md has no entry for it; "
+                        "add `## gcs-fuse 1.0.0` to CHANGELOG.md saying what it changed"]
+    assert generate(project, "--check").exit_code == 1
+
+
+def test_an_announced_version_nothing_locks_fails_the_check(project):
+    changelog = project / "CHANGELOG.md"
+    changelog.write_text(changelog.read_text().replace("## jobset ", "## jobset 9.9.9\n\nNot generated.\n\n## jobset ", 1))
+    problems = [p for p in generator.check(project) if p.startswith("release: ")]
+    assert len(problems) == 1 and problems[0].startswith("release: CHANGELOG.md announces jobset 9.9.9 but no chart")
+    check = generate(project, "--check")
+    assert check.exit_code == 1 and "jobset 9.9.9" in check.output
+
+
+def test_an_announced_accelerator_chart_that_is_not_locked_fails_the_check(project):
+    """The jobset-a4x-max case: the changelog's `## jobset 1.1.0` covers it, so it must be locked."""
+    lock = chart_versions.load_lock(project)
+    del lock["jobset-a4x-max"]
+    chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
+    assert [p for p in generator.check(project) if "jobset-a4x-max" in p] == [
+        f"version: jobset-a4x-max {JOBSET} (charts/a4x-max/jobset) has a CHANGELOG.md entry but is not in "
+        "generator/versions.lock; run `helm-nemo generate` to record it"]
+    assert generate(project).exit_code == 0
+    assert "jobset-a4x-max" in chart_versions.load_lock(project)
 
 
 def test_content_change_without_bump_fails_with_next_version(project):

@@ -99,6 +99,7 @@ def test_a_changed_value_is_exactly_that_field(helm, kube, env, tmp_path):
         ("llama31-405b", "JobSet", "ml-team", "llama31-405b", "changed")
     assert obj["fields"] == [{"path": '.metadata.labels["kueue.x-k8s.io/queue-name"]', "change": "changed",
                               "old": "queue-1", "new": "queue-2"}]
+    assert obj["needsNewWorkload"] == []  # the JobSet's own labels change in place
 
     # A value in the file: NCCL_DEBUG WARN -> INFO is one env entry of the workload container.
     examples = copy_examples(tmp_path)
@@ -110,6 +111,8 @@ def test_a_changed_value_is_exactly_that_field(helm, kube, env, tmp_path):
     assert proc.stdout.splitlines() == [
         "release llama31-405b in ml-team (charts/a3ultra/jobset): 1 changed",
         "~ jobset.x-k8s.io/v1alpha2 JobSet ml-team/llama31-405b",
+        "    needs a new workload: JobSet.spec.replicatedJobs is immutable while it is not suspended: the JobSet "
+        "admission webhook and CRD rules (helm nemo upgrade --recreate or --new-run)",
         f'    {path}: "WARN" → "INFO"',
     ]
     readme = (ROOT / "README.md").read_text().split("```console\n$ helm nemo diff ", 1)[1].split("```", 1)[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import os
 import re
 import shutil
@@ -127,6 +128,62 @@ def test_plugin_tarball_layout(dist):
     assert {"bin/nemo.sh", "bin/install-hook.sh", "bin/nemo.cmd", "completion.yaml"} <= set(names)
     wheels = {n.split("/")[1].split("-")[0].lower() for n in names if n.startswith("wheels/")}
     assert {"helm_nemo", "click", "ruamel_yaml", "pyyaml", "jsonschema", "jinja2", "kubernetes_validate"} <= wheels
+
+
+def test_plugin_tarball_bundles_exactly_the_locked_versions(dist):
+    """The bundled wheels are requirements/runtime.lock (name, version and a locked hash), plus helm-nemo itself:
+    a release built on another day bundles the same dependencies."""
+    import hashlib
+
+    from test_lock import canonical, read_lock
+
+    locked = read_lock(ROOT / "requirements" / "runtime.lock")
+    bundled: dict[str, tuple[str, str]] = {}
+    with tarfile.open(dist / f"helm-nemo-{_version()}.tgz") as tar:
+        for member in tar.getmembers():
+            if member.name.startswith("wheels/"):
+                name, version = member.name.split("/")[1].split("-")[:2]
+                digest = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                bundled[canonical(name)] = (version, digest)
+    assert bundled.pop("helm-nemo")[0] == _version()
+    assert {name: version for name, (version, _) in bundled.items()} == {
+        name: entry.version for name, entry in locked.items() if entry.applies()}
+    for name, (_, digest) in bundled.items():
+        if name != "kubernetes-validate":  # trimmed: next test
+            assert digest in locked[name].hashes, f"{name}: the bundled wheel's sha256 is not one the lock allows"
+
+
+def test_bundled_kubernetes_validate_is_the_locked_one_without_unused_schemas(dist):
+    """dist.py drops the schema folders helm-nemo never reads (non-strict ones, Kubernetes minors below the charts'
+    kubeVersion floor); everything kept is byte-identical to the locked package installed in this venv (pip
+    checked its hash), and RECORD lists exactly the files kept, with their true hashes."""
+    import base64
+    import hashlib
+    from importlib import metadata
+
+    with tarfile.open(dist / f"helm-nemo-{_version()}.tgz") as tar:
+        (member,) = [m for m in tar.getmembers() if m.name.startswith("wheels/kubernetes_validate-")]
+        data = tar.extractfile(member).read()
+    with zipfile.ZipFile(io.BytesIO(data)) as wheel:
+        files = {name: wheel.read(name) for name in wheel.namelist()}
+    record_name = next(name for name in files if name.endswith(".dist-info/RECORD"))
+    record = {line.split(",")[0]: line.split(",")[1] for line in files[record_name].decode().splitlines()}
+    assert set(record) == set(files)
+    for name, content in files.items():
+        if name != record_name:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+            assert record[name] == f"sha256={digest}", name
+    folders = {name.split("/")[2] for name in files if name.startswith("kubernetes_validate/kubernetes-json-schema/")}
+    floors = {re.search(r'^kubeVersion: ">=(\d+\.\d+)', p.read_text(), re.M).group(1)
+              for p in (ROOT / "charts").rglob("Chart.yaml")}
+    assert floors == {"1.29"}
+    installed = metadata.distribution("kubernetes-validate")
+    shipped = {str(f).split("/")[2] for f in installed.files if str(f).startswith("kubernetes_validate/kubernetes-json-schema/")}
+    assert folders == {f for f in shipped if f.endswith("-local-strict") and tuple(map(int, f[1:].split(".")[:2])) >= (1, 29)}
+    assert "v1.29.0-local-strict" in folders and "v1.28.0-local-strict" not in folders
+    for name, content in files.items():
+        if name != record_name:
+            assert installed.locate_file(name).read_bytes() == content, name
 
 
 def _golden(name: str) -> str:

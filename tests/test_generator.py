@@ -29,6 +29,7 @@ def test_generation_is_byte_identical_twice():
 def test_check_reports_drift_and_stale_files(tmp_path):
     for folder in ("generator", "schemas", "values", "charts"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path)  # the release record: the lock and the changelog must agree
     assert generator.check(tmp_path) == []
     (tmp_path / "charts/a3ultra/jobset/values.yaml").write_text("edited: by hand\n")
     (tmp_path / "charts/a3ultra/jobset/templates/extra.yaml").write_text("kind: Stale\n")
@@ -50,6 +51,7 @@ def test_cli_check_exit_codes(tmp_path):
 
     for folder in ("generator", "schemas", "values", "charts"):
         shutil.copytree(ROOT / folder, tmp_path / folder)
+    shutil.copy(ROOT / "CHANGELOG.md", tmp_path)  # the release record: the lock and the changelog must agree
     runner = CliRunner()
     env = {"HELM_NEMO_HOME": str(tmp_path)}
     assert runner.invoke(main, ["generate", "--check"], env=env).exit_code == 0

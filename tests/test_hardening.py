@@ -36,16 +36,16 @@ def test_both_schema_engines_refuse_a_trailing_newline():
 
 # --- shared: the CLI in a subprocess, a scripted stand-in for helm ---------------------------------------
 
-import os  # noqa: E402
-import resource  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from helm_nemo.user_errors import UserError  # noqa: E402
-from helm_nemo.values.plan import build_plans, release_names  # noqa: E402
+from helm_nemo.user_errors import UserError
+from helm_nemo.values.plan import build_plans, release_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).parent / "helm-nemo")

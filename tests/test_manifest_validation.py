@@ -83,7 +83,7 @@ def test_goldens_cover_every_chart_folder_and_the_crds():
 def _parity_cases():
     import yaml
 
-    return sorted((yaml.safe_load((ROOT / "tests/parity/cases.yaml").read_text()) or {}))
+    return sorted(yaml.safe_load((ROOT / "tests/parity/cases.yaml").read_text()) or {})
 
 
 @pytest.mark.parametrize("case", _parity_cases())

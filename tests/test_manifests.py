@@ -20,7 +20,7 @@ FIXTURES = TESTS / "fixtures" / "parity"
 CASES = sorted(str(p.parent.relative_to(FIXTURES)) for p in FIXTURES.rglob("command.txt"))
 
 sys.path.insert(0, str(TESTS))
-from test_parity import explain  # noqa: E402  (the matcher test_parity.py really uses)
+from test_parity import explain
 
 WORKLOAD = "JobSet/parity .spec.replicatedJobs[workload].template.spec.template.spec"
 

@@ -16,7 +16,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import JOB_TIMESTAMP, render_fixture
-from helm_nemo.diff.semantic import Difference, parse_manifests, semantic_diff  # noqa: F401 (Difference: type of explain)
+from helm_nemo.diff.semantic import Difference, parse_manifests, semantic_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "parity"

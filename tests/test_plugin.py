@@ -14,7 +14,7 @@ import yaml
 from helm_nemo import __version__
 
 ROOT = Path(__file__).resolve().parent.parent
-from test_examples_golden import ENV as EXAMPLE_ENV, EXAMPLES, GOLDEN, PINNED  # noqa: E402
+from test_examples_golden import ENV as EXAMPLE_ENV, EXAMPLES, GOLDEN, PINNED
 
 ENV = {"GCS_BUCKET": "test-bucket", "KUEUE_NAME": "test-queue", **EXAMPLE_ENV}
 

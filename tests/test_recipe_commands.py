@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import stat
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,7 @@ def fake_helm(tmp_path):
 def test_install_runs_releases_in_order_with_json_values(fake_helm):
     helm, calls = fake_helm
     messages: list[str] = []
-    now = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
     rc = releases.install(build_plans(RECIPE, ENV), helm, ["--wait"], echo=messages.append, now=now)
     assert rc == 0
     made = calls()

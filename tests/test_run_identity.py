@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -89,16 +89,16 @@ def test_helm_nemo_stamps_install_and_template_with_the_time(monkeypatch):
     from helm_nemo.values.plan import build_plans
 
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    before = datetime.now(timezone.utc).replace(microsecond=0)
+    before = datetime.now(UTC).replace(microsecond=0)
     assert before <= render_time()
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
-    assert render_time() == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert render_time() == datetime(2026, 1, 1, tzinfo=UTC)
     for chart in WORKLOAD_CHARTS:
         values = {"workload": {"gpus": 1, "image": "i:1"}}
         path = Path(f"/tmp/identity-{chart.parent.name}-{chart.name}.yaml")
         path.write_text(yaml.safe_dump(values))
         (plan,) = build_plans(path, {}, release="run", chart=str(chart))
-        stamp_job_time(plan, datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc))
+        stamp_job_time(plan, datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC))
         assert plan.values["workload"]["jobTimestamp"] == "2026-03-04-05-06-07", chart
         plan.values["workload"]["jobTimestamp"] = "2026-01-01-00-00-00"
         stamp_job_time(plan)  # a time the user set is kept

@@ -14,7 +14,7 @@ releases.installed_job_time), so an unchanged recipe has no difference; flags on
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary
@@ -86,7 +86,7 @@ def diff_plans(plans, helm: HelmBinary, extra: list[str], *, validate: bool = Tr
         if validate and not check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo, hint=SKIP_HINT):
             raise DiffError(f"release {plan.release}: the manifests it would send do not validate")
         out.append(ReleaseDiff(plan.release, _shown(plan.chart), namespace, installed is not None,
-                               diff_manifests(installed or "", proc.stdout)))
+                               diff_manifests(installed or "", proc.stdout), rendered=proc.stdout))
     return out
 
 

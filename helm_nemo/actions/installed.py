@@ -44,22 +44,36 @@ def global_flags(extra: list[str]) -> list[str]:
     return out
 
 
-def _get(helm: HelmBinary, what: list[str], release: str, extra: list[str]) -> str | None:
-    proc = subprocess.run([helm.path, "get", *what[:1], release, *what[1:], *global_flags(extra)],
-                          capture_output=True, text=True, check=False)
+def _get(helm: HelmBinary, what: list[str], release: str, extra: list[str], verb: str = "get") -> str | None:
+    command = [helm.path, "get", *what[:1]] if verb == "get" else [helm.path, verb]
+    rest = what[1:] if verb == "get" else what
+    proc = subprocess.run([*command, release, *rest, *global_flags(extra)], capture_output=True, text=True,
+                          check=False)
     if proc.returncode == 0:
         return proc.stdout
     if NOT_FOUND in proc.stderr:
         return None
     message = " ".join(line.strip() for line in proc.stderr.strip().splitlines() if line.strip())
     message = message[len("Error: "):] if message.startswith("Error: ") else message
-    raise ReleaseReadError(f"cannot read release {release} from the cluster (helm get {what[0]}, exit "
+    raise ReleaseReadError(f"cannot read release {release} from the cluster (helm {verb + ' ' + what[0] if verb == 'get' else verb}, exit "
                            f"{proc.returncode}): {message or 'no message'}")
 
 
-def get_manifest(helm: HelmBinary, release: str, extra: list[str]) -> str | None:
-    """The manifest of the installed release (hooks excluded, as helm stores it); None when not installed."""
-    return _get(helm, ["manifest"], release, extra)
+def get_manifest(helm: HelmBinary, release: str, extra: list[str], revision: int | None = None) -> str | None:
+    """The manifest of the installed release (hooks excluded, as helm stores it), or of one of its revisions;
+    None when not installed."""
+    return _get(helm, ["manifest", *(["--revision", str(revision)] if revision else [])], release, extra)
+
+
+def release_history(helm: HelmBinary, release: str, extra: list[str]) -> list[tuple[int, str]]:
+    """(revision, status) of every revision helm keeps, oldest first; [] when there is no such release."""
+    text = _get(helm, ["-o", "json", "--max", "256"], release, extra, verb="history")
+    if text is None:
+        return []
+    try:
+        return sorted((int(entry["revision"]), str(entry["status"])) for entry in json.loads(text))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise ReleaseReadError(f"cannot read release {release}'s history: helm printed no history JSON") from None
 
 
 def get_values(helm: HelmBinary, release: str, extra: list[str]) -> dict[str, Any] | None:
@@ -78,3 +92,20 @@ def job_timestamp(values: dict[str, Any] | None) -> str | None:
     workload = (values or {}).get("workload")
     stamp = workload.get("jobTimestamp") if isinstance(workload, dict) else None
     return stamp if isinstance(stamp, str) and stamp else None
+
+
+def release_status(helm: HelmBinary, release: str, extra: list[str]) -> str | None:
+    """helm's status of the release's last revision (`deployed`, `failed`, `uninstalled` when uninstalled with
+    its history kept, `pending-*` …); None when there is no release of that name."""
+    proc = subprocess.run([helm.path, "status", release, "-o", "json", *global_flags(extra)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        try:
+            return str(json.loads(proc.stdout)["info"]["status"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ReleaseReadError(f"cannot read release {release}'s status: helm printed no status JSON") from None
+    if NOT_FOUND in proc.stderr:
+        return None
+    message = " ".join(line.strip() for line in proc.stderr.strip().splitlines() if line.strip())
+    raise ReleaseReadError(f"cannot read release {release} from the cluster (helm status, exit {proc.returncode}): "
+                           f"{message.removeprefix('Error: ') or 'no message'}")

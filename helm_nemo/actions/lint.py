@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Iterable
+    from collections.abc import Iterable
 
 from helm_nemo.actions import releases
 from helm_nemo.validate.documents import DEFAULT_KUBE_VERSION, parse_documents
@@ -88,7 +88,7 @@ def check_duplicates(rendered, *, echo=print, hint: str | None = None, parsed=No
     """No object rendered by two releases of the run (a PV, a PVC, a ConfigMap …); True when none is.
     `parsed`: each release's parse_documents result, when already done."""
     streams = [documents for documents, _ in parsed] if parsed else [text for _, text in rendered]
-    problems = duplicate_objects((plan.release, stream) for (plan, _), stream in zip(rendered, streams))
+    problems = duplicate_objects((plan.release, stream) for (plan, _), stream in zip(rendered, streams, strict=True))
     if problems:
         echo(format_problems(problems, title="helm nemo: releases of this run render the same object:"))
         if hint:
@@ -101,7 +101,7 @@ def check_recipe(rendered, *, kube_version: str = DEFAULT_KUBE_VERSION, echo=pri
     text parsed once for both."""
     parsed = [parse_documents(text) for _, text in rendered]
     clean = all([check_rendered(plan, text, kube_version=kube_version, echo=echo, hint=hint, parsed=found)
-                 for (plan, text), found in zip(rendered, parsed)])
+                 for (plan, text), found in zip(rendered, parsed, strict=True)])
     return check_duplicates(rendered, echo=echo, hint=hint, parsed=parsed) and clean
 
 

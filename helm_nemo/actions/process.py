@@ -24,7 +24,8 @@ import threading
 from contextlib import contextmanager
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Iterator, TextIO
+    from typing import TextIO
+    from collections.abc import Iterator
 
 from helm_nemo.secrets import mask
 

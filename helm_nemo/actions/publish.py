@@ -24,7 +24,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from helm_nemo.generate.versions import CONTENT_DIGEST_ANNOTATION, SEMVER, ChartContent, load_lock, read_chart
 from helm_nemo.actions.helm import HelmBinary
@@ -186,7 +186,7 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
         raise PublishError(f"the target must be an oci:// reference, not {target!r}")
     outcomes = [Outcome(chart=c.name, version=c.version, content_digest=c.digest) for _, c in charts]
     lock = load_lock(verify_lock) if verify_lock is not None else None
-    for (_, chart), outcome in zip(charts, outcomes):
+    for (_, chart), outcome in zip(charts, outcomes, strict=True):
         if not SEMVER.match(chart.version):
             outcome.status, outcome.reason = "refused", f"version {chart.version!r} is not strict SemVer"
         elif lock is not None:
@@ -199,7 +199,7 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
                 outcome.status, outcome.reason = "refused", (
                     f"{chart.name} {chart.version}: content differs from generator/versions.lock "
                     "(run `helm-nemo generate --check`)")
-    todo = [(c, o) for c, o in zip(charts, outcomes) if o.status == "pending"]
+    todo = [(c, o) for c, o in zip(charts, outcomes, strict=True) if o.status == "pending"]
     total, done = len(charts), 0
 
     def progress(outcome: Outcome) -> None:
@@ -242,7 +242,7 @@ def summary_table(outcomes: list[Outcome]) -> str:
     for o in sorted(outcomes, key=lambda o: o.chart):
         rows.append((o.chart, o.version, _short(o.content_digest), _short(o.oci_digest) or "-", o.status))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Callable, TextIO
+    from typing import TextIO
+    from collections.abc import Callable
 
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
 from helm_nemo.actions.process import Interrupted, run_helm
@@ -31,7 +32,7 @@ def _stderr(message: str) -> None:
 def render_time() -> datetime:
     """Now, or SOURCE_DATE_EPOCH (seconds) when set: the reproducible-builds convention for a fixed clock."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    return datetime.fromtimestamp(int(epoch), timezone.utc) if epoch.isdigit() else datetime.now(timezone.utc)
+    return datetime.fromtimestamp(int(epoch), UTC) if epoch.isdigit() else datetime.now(UTC)
 
 
 def needs_job_time(plan: ReleasePlan) -> bool:
@@ -42,9 +43,13 @@ def needs_job_time(plan: ReleasePlan) -> bool:
     return "jobTimestamp" in workload and not (plan.values.get("workload") or {}).get("jobTimestamp")
 
 
-def stamp_job_time(plan: ReleasePlan, now: datetime | None = None, keep: str | None = None) -> None:
+def stamp_job_time(plan: ReleasePlan, now: datetime | None = None, keep: str | None = None,
+                   fresh: bool = False) -> None:
     """Install time as workload.jobTimestamp, when the chart has that value and the user set none; `keep`
-    (the installed release's stamp, on upgrade) instead of the time when given."""
+    (the installed release's stamp, on upgrade) instead of the time when given. `fresh`: replace a stamp
+    this run already put there (an upgrade --new-run), the time of now."""
+    if fresh and isinstance(plan.values.get("workload"), dict):
+        plan.values["workload"].pop("jobTimestamp", None)
     if needs_job_time(plan):
         now = now or render_time()
         plan.values.setdefault("workload", {})["jobTimestamp"] = keep or now.strftime("%Y-%m-%d-%H-%M-%S")
@@ -75,6 +80,11 @@ def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str],
     Not captured, helm's output is relayed with the values from the environment masked."""
     return run_helm(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
                     capture_stdout=capture, capture_stderr=capture)
+
+
+def run_verb(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str]) -> subprocess.CompletedProcess:
+    """`helm VERB RELEASE CHART -f -` with the plan's values, helm's output relayed (masked)."""
+    return _run(helm, verb, plan, extra, capture=False)
 
 
 def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.CompletedProcess:
@@ -135,7 +145,7 @@ def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], sa
     before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
     `say` with `failed` / `empty` after the message)."""
     rendered = []
-    for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm)):
+    for plan, proc in zip(plans, render_all(plans, helm, extra, while_waiting=warm), strict=True):
         if proc.returncode != 0:
             say(proc.stderr.rstrip())
             say(f"helm nemo: rendering release {plan.release}{failed or ' failed'}")
@@ -245,6 +255,9 @@ def _namespace_flag(args: list[str]) -> str:
         if name in ("-n", "--namespace"):
             namespace = value if eq else (args[index + 1] if index + 1 < len(args) else "")
     return f" -n {namespace}" if namespace else ""
+
+
+namespace_flag = _namespace_flag
 
 
 def uninstall(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], echo: Echo = _stderr) -> int:

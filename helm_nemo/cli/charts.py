@@ -85,7 +85,7 @@ def publish(target, charts, plain_http, charts_dir, jobs):
         found = publishing.find_charts(Path(charts_dir) if charts_dir else resources.charts_dir(), list(charts))
         outcomes = publishing.publish(target, found, _helm(), plain_http=plain_http, jobs=jobs,
                                       verify_lock=resources.data_root(), echo=lambda line: click.echo(line, err=True))
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         _fail(err)
         return
     click.echo(publishing.summary_table(outcomes))

@@ -62,7 +62,7 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
                 code = body(plans, extra, **options)
                 if received() is not None and not code:  # a signal no helm call was there to report
                     raise Interrupted(received())
-            except Exception as err:  # noqa: BLE001 - the one place errors become exit codes
+            except Exception as err:
                 _fail(err)
     except SignalStop as stop:  # before any helm started: nothing is running, nothing was sent
         _fail(Interrupted(stop.signum))
@@ -172,14 +172,21 @@ def lint(plans, extra, kube_version=None):
     return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
 
 
-def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, no_preflight=False,
-            preflight_only=False):
-    """Upgrade the release(s) of a values or recipe file, in order (all validated before the first upgrade; an
-    installed release keeps its job timestamp)."""
+def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, recreate=False,
+            new_run=False, no_preflight=False, preflight_only=False):
+    """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster
+    and classified before the first upgrade; an installed release keeps its job timestamp; one the cluster
+    cannot change in place is recreated with --recreate / --new-run, or nothing is done)."""
     from helm_nemo import secrets
-    from helm_nemo.actions import releases
+    from helm_nemo.actions import releases, upgrade as upgrading
 
     _preflight_flags(no_preflight, preflight_only)
+    if recreate and new_run:
+        from helm_nemo.user_errors import Problem, UserError
+        from helm_nemo.values.recipe import COMMAND_LINE
+
+        raise UserError(Problem(COMMAND_LINE, None, None, "$", "--recreate and --new-run exclude each other",
+                                hint="--recreate resumes the installed run; --new-run starts a new one"))
     helm = _helm()
     if show_diff:
         code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
@@ -187,11 +194,20 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
         if code == 2:
             _say("helm nemo: nothing was upgraded")
             return code
+    for plan in plans:
+        for warning in plan.warnings:
+            _say(f"warning: {warning}")
+        plan.warnings = []
+    pinned = upgrading.pinned_runs(plans)
     code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True, preflight=not no_preflight,
                      install_missing=install_missing)
     stop = _only(code, preflight_only, "upgraded")
-    return stop if stop is not None else \
-        releases.install(plans, helm, extra, upgrade=True, install_missing=install_missing, echo=_say)
+    if stop is not None:
+        return stop
+    hint = f"helm nemo upgrade {plans[0].values_flags()}{releases.namespace_flag(extra)}"
+    mode = upgrading.RECREATE if recreate else upgrading.NEW_RUN if new_run else None
+    return upgrading.upgrade(plans, helm, extra, mode=mode, install_missing=install_missing, validate=False,
+                             hint_command=hint, pinned=pinned, echo=_say)
 
 
 def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:

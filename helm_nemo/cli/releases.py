@@ -92,7 +92,13 @@ upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
     click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")(
         click.option("--diff", "show_diff", is_flag=True,
                      help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")(
-            _skip_validation_option(_preflight_options(_release_command(run.upgrade)))))))
+            click.option("--recreate", is_flag=True,
+                         help="A release the cluster cannot change in place (a running Job/JobSet's pods): uninstall "
+                              "and install it again as the same run (it resumes from its last checkpoint).")(
+                click.option("--new-run", is_flag=True,
+                             help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint "
+                                  "directories).")(
+                    _skip_validation_option(_preflight_options(_release_command(run.upgrade)))))))))
 uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
 preflight = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
     "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -131,7 +137,7 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
                 _say(err.format())
             _say("Nothing was sent to helm.")
             code = 2
-        except Exception as err:  # noqa: BLE001 - diff(1): trouble is 2, never 1 (1 means "different")
+        except Exception as err:
             _say(_traceback(err) if _debug() else f"helm nemo diff: {err}")
             code = 2
     sys.exit(code)
@@ -156,7 +162,7 @@ def validate(values_files, root, show_secrets, chart, release, target):
                 for job in slurm_cli.jobs_of(plans, echo=_say):
                     _out(f"ok: {job.release} -> Slurm job {job.job_name}")
                 return
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             _fail(err)
             return
         for plan in plans:

@@ -75,7 +75,7 @@ def metrics(log_file, values_file, release, batch_size, gpus, model, model_flops
             raise
         click.echo(err.format(), err=True)
         sys.exit(EXIT_USER_ERROR)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         _fail(err)
         return
     for warning in report.warnings:

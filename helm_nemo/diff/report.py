@@ -28,6 +28,7 @@ class ReleaseDiff:
     namespace: str | None
     installed: bool
     objects: list[ObjectDiff] = field(default_factory=list)
+    rendered: str = ""  # the manifest install/upgrade would send (not shown; upgrade classifies with it)
 
     @property
     def changed(self) -> bool:
@@ -88,6 +89,15 @@ def unified(old: str, new: str, masker: Masker | None = None) -> list[str]:
         else:
             out.append(line[:1] + masker.text(line[1:]))
     return out
+
+
+def _refusals(obj):
+    """What of a changed object the cluster will not change in place (helm_nemo/diff/admission.py)."""
+    if obj.change != "changed" or not obj.old or not obj.new:
+        return []
+    from helm_nemo.diff.admission import refusals
+
+    return refusals(obj.old, obj.new)
 
 
 # ---- text ------------------------------------------------------------------------------------------------
@@ -157,6 +167,9 @@ def render_text(releases: list[ReleaseDiff], masker: Masker, color: bool = False
             mark, colour = {"changed": ("~", "yellow"), "added": ("+", "green"), "removed": ("-", "red")}[obj.change]
             lines.append(style(f"{mark} {masker.text(str(obj.id))}", fg=colour, bold=True)
                          + ("" if obj.change == "changed" else style(f"  ({obj.change})", fg=colour)))
+            for refusal in _refusals(obj):
+                lines.append(style(f"    needs a new workload: {refusal.reason} (helm nemo upgrade --recreate or "
+                                   "--new-run)", fg="magenta"))
             for diff in obj.fields:
                 lines += _field_lines(diff, masker, style)
     return "\n".join(lines)
@@ -183,6 +196,7 @@ def as_json(releases: list[ReleaseDiff], masker: Masker) -> dict[str, Any]:
         for obj in release.objects:
             entry: dict[str, Any] = {**obj.id.as_json(), "change": obj.change}
             if obj.change == "changed":
+                entry["needsNewWorkload"] = [{"path": r.path, "reason": r.reason} for r in _refusals(obj)]
                 entry["fields"] = [_field_json(d, masker) for d in obj.fields]
             else:
                 entry["object"] = masker.value(obj.new if obj.change == "added" else obj.old)

@@ -147,7 +147,7 @@ def _diff(expected: Any, actual: Any, path: str, out: list[Difference], text: bo
                 _diff(expected[key], actual[key], sub, out, text)
         return
     if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        for i, (e, a) in enumerate(zip(expected, actual)):
+        for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
             _diff(e, a, f"{path}[{i}]", out, text)
         return
     if expected != actual:

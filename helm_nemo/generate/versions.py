@@ -5,7 +5,8 @@ generated (sha256 over the sorted relative paths and their bytes; every file of 
 counts). A version is *released* once CHANGELOG.md has an entry for it
 (`## <chart name or kind> <version>`); `helm-nemo generate` then adds its lock entry, and never
 rewrites one. `helm-nemo generate --check` fails when a chart's content differs from the entry of its
-current version (naming the next patch version to use), or when a released version is not locked. A
+current version (naming the next patch version to use), when a released version is not locked, or when
+CHANGELOG.md and the lock disagree (a locked version without an entry, an entry that nothing locks). A
 version without a CHANGELOG entry is work in progress: free to change, not locked, not publishable. The same digest goes into the published chart as the
 `helm-nemo.dev/content-digest` annotation, which is how `publish` tells "same content" apart.
 """
@@ -150,12 +151,40 @@ def _accelerators(root: Path | None) -> set[str]:
     return {p.stem for p in ((root or resources.data_root()) / "values" / "accelerators").glob("*.yaml")}
 
 
+def chart_kind(name: str, accelerators: set[str]) -> str | None:
+    """The kind of an accelerator chart `<kind>-<accelerator>` (accelerator names may hold dashes: `a4x-max`)."""
+    for accelerator in accelerators:
+        if name.endswith("-" + accelerator) and len(name) > len(accelerator) + 1:
+            return name[: -len(accelerator) - 1]
+    return None
+
+
 def released(name: str, version: str, entries: set[tuple[str, str]], accelerators: set[str]) -> bool:
     """Whether CHANGELOG.md has an entry for this chart version (by chart name, or by kind for `<kind>-<accelerator>`)."""
     if (name, version) in entries:
         return True
-    kind, _, accelerator = name.rpartition("-")
-    return bool(kind) and accelerator in accelerators and (kind, version) in entries
+    kind = chart_kind(name, accelerators)
+    return kind is not None and (kind, version) in entries
+
+
+def release_record_problems(lock: dict[str, dict[str, str]], entries: set[tuple[str, str]],
+                            accelerators: set[str]) -> list[str]:
+    """The changelog and the lock must say the same: a locked version is announced, an announced one is locked
+    (a kind's entry by at least one of its accelerator charts), or users look for a chart that was never pushed."""
+    problems = []
+    for name in sorted(lock):
+        for version in sorted(lock[name], key=version_key):
+            if not released(name, version, entries, accelerators):
+                problems.append(f"release: {name} {version} is in generator/{LOCK_NAME} but CHANGELOG.md has no "
+                                f"entry for it; add `## {chart_kind(name, accelerators) or name} {version}` to "
+                                "CHANGELOG.md saying what it changed")
+    locked = {(chart_kind(name, accelerators) or name, version) for name in lock for version in lock[name]}
+    locked |= {(name, version) for name in lock for version in lock[name]}
+    for name, version in sorted(entries - locked):
+        problems.append(f"release: CHANGELOG.md announces {name} {version} but no chart of that version is in "
+                        f"generator/{LOCK_NAME}; set the version in generator/charts.yaml and run `helm-nemo generate` "
+                        "to release it, or remove the entry if it is not released")
+    return problems
 
 
 def lock_problems(root: Path | None, files: dict[str, bytes]) -> list[str]:
@@ -163,7 +192,13 @@ def lock_problems(root: Path | None, files: dict[str, bytes]) -> list[str]:
     lock = load_lock(root)
     entries, accelerators = changelog_entries(root), _accelerators(root)
     problems = []
-    for chart in split_charts(files):
+    charts = split_charts(files)
+    # versions about to be locked by `generate` count as locked for the changelog check
+    pending = {chart.name: {chart.version: chart.digest} for chart in charts
+               if SEMVER.match(chart.version) and released(chart.name, chart.version, entries, accelerators)}
+    merged = {name: {**pending.get(name, {}), **lock.get(name, {})} for name in set(lock) | set(pending)}
+    problems += release_record_problems(merged, entries, accelerators)
+    for chart in charts:
         where = f"charts/{chart.folder}"
         if not SEMVER.match(chart.version):
             problems.append(f"version: {chart.name} ({where}): {chart.version!r} is not strict SemVer (like 1.2.3)")

@@ -124,7 +124,7 @@ def _read_dllogger(name: str, first, rest) -> StepLog:
         yield first
         yield from rest
 
-    for number, text, ended in lines():
+    for number, text, _ended in lines():
         if not text.strip():
             continue
         if pending is not None:

@@ -16,7 +16,8 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from helm_nemo.user_errors import Problem, UserError, json_path
 from helm_nemo.values import value_at

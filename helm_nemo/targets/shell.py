@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 MASK = "***"
 

@@ -26,7 +26,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from helm_nemo import resources as paths
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from helm_nemo.targets.slurm import RESOLVED_VALUES_NAME, SlurmJob
 

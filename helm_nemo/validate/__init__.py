@@ -32,7 +32,7 @@ Public API: validate_manifests(docs, kube_version=...) -> [ManifestProblem]; for
 _PUBLIC = {"CHECKS": "documents", "DEFAULT_KUBE_VERSION": "documents", "Document": "documents",
            "ManifestProblem": "documents", "parse_documents": "documents", "format_problems": "manifests",
            "validate_manifests": "manifests", "resolve_kube_version": "schemas", "shipped_kube_versions": "schemas"}
-__all__ = sorted(_PUBLIC)
+__all__ = sorted(_PUBLIC)  # noqa: PLE0605 (names served lazily by __getattr__)
 
 
 def __getattr__(name: str):

@@ -4,11 +4,12 @@ of jsonschema, which still writes every message."""
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable, Mapping
+    from typing import Any
+    from collections.abc import Iterable, Mapping
 
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
@@ -34,7 +35,7 @@ def _json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 
@@ -265,7 +266,7 @@ _FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "form
                   "allOf", "anyOf", "oneOf", "not"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _definitions(kube: tuple[int, int]) -> dict:
     """The shared $defs of the core schemas (the document registry() serves as DEFS_ID), read directly."""
     return load_defs(core_dir(kube) / "_definitions.json")
@@ -322,7 +323,7 @@ class _Checker:
         return self.slow.iter_errors(doc)
 
 
-@lru_cache(maxsize=None)
+@cache
 def validator_for(api_version: str, kind: str, kube: tuple[int, int]):
     """The compiled validator for one kind, or None when there is no schema for it."""
     crd = crd_file(api_version, kind)
@@ -351,7 +352,7 @@ def schema_problems(out: Collector, validator, doc: Mapping) -> None:
     for error in validator.iter_errors(doc):
         where = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            allowed = set((error.schema.get("properties") or {}))
+            allowed = set(error.schema.get("properties") or {})
             patterns = [pattern_regex(p) for p in (error.schema.get("patternProperties") or {})]
             extra = [k for k in error.instance if k not in allowed and not any(p.search(k) for p in patterns)]
             for key in extra or [None]:

@@ -8,7 +8,8 @@ import re
 from collections import namedtuple
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable, Mapping
+    from typing import Any
+    from collections.abc import Iterable, Mapping
 
 DEFAULT_KUBE_VERSION = "1.32"
 ACCELERATOR_LABEL = "helm-nemo.dev/accelerator"
@@ -108,7 +109,7 @@ def json_keys(node: Any) -> Any:
         return node if out is None else out
     if isinstance(node, list):
         fixed = [json_keys(item) for item in node]
-        return node if all(a is b for a, b in zip(fixed, node)) else fixed
+        return node if all(a is b for a, b in zip(fixed, node, strict=True)) else fixed
     return node
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable, Mapping
+    from typing import Any
+    from collections.abc import Iterable, Mapping
 
 from helm_nemo.validate.checks.accelerators import check_fabric, check_gpus, check_interfaces
 from helm_nemo.validate.checks.containers import check_containers
@@ -29,7 +30,7 @@ class ShippedProfiles:
         return iter(sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_profile(accelerator: str) -> dict | None:
     import re
 

@@ -6,7 +6,8 @@ from collections import namedtuple
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterator, Mapping
+    from typing import Any
+    from collections.abc import Iterator, Mapping
 
 from helm_nemo.validate.documents import items_of, mapping
 from helm_nemo.validate.quantity import parse_quantity

@@ -29,7 +29,8 @@ from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterator
+    from typing import Any
+    from collections.abc import Iterator
 
 FORMAT = 2
 _MAGIC = b"helm-nemo schema cache\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ def _kubernetes_validate_root() -> Path:
     return Path(list(spec.submodule_search_locations)[0]).resolve() / "kubernetes-json-schema"
 
 
-@lru_cache(maxsize=None)
+@cache
 def shipped_kube_versions() -> tuple[tuple[int, int], ...]:
     out = []
     for folder in _kubernetes_validate_root().glob("v*-local-strict"):
@@ -51,7 +51,7 @@ def core_dir(kube: tuple[int, int]) -> Path:
     return _kubernetes_validate_root() / f"v{kube[0]}.{kube[1]}.0-local-strict"
 
 
-@lru_cache(maxsize=None)
+@cache
 def registry(kube: tuple[int, int]):
     from referencing import Registry, Resource
 

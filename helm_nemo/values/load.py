@@ -11,9 +11,10 @@ an error (helm would silently keep the last one), and so are `.inf`/`.nan` (JSON
 cannot hold them). Scalar styles are kept: substitution re-types only plain (unquoted) whole-scalar
 references.
 
-Limits, checked on the event stream before anything is built (so memory and time stay bounded, and an
-alias bomb or a 100 000-level nesting is one clear error, never a crash): MAX_VALUES_BYTES per file,
-MAX_DEPTH levels of nesting and MAX_NODES values after expanding aliases. `-` reads stdin. Several
+Limits, checked before anything is built (so memory and time stay bounded, and an alias bomb or a 100 000-level
+nesting is one clear error, never a crash): MAX_VALUES_BYTES per file; MAX_DEPTH levels of nesting, first by our
+own scan of the text (values/nesting.py: before any parser, whose own limits vary by version), then on the event
+stream with aliases counted as deep as what they repeat; MAX_NODES values after expanding aliases. `-` reads stdin. Several
 files (`-f a -f b`) merge as helm merges them (`merge_loaded`), each value keeping the file it came from.
 """
 
@@ -144,12 +145,16 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
     import yaml
 
     path = Path(filename)
+    _check_nesting(text, path)
     try:
         _check_limits(text, path)
         documents = list(yaml.compose_all(text, Loader=_loader()))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        if mark and text[mark.index: mark.index + 1] == "\t":  # the parser's words ("cannot start any token") hide it
+            raise UserError(Problem(str(path), line, col, "$", "invalid YAML: a tab where YAML needs spaces",
+                                    hint="indent with spaces only; replace the tab(s) on this line")) from None
         raise UserError(Problem(str(path), line, col, "$", f"invalid YAML: {err.problem or err.context}",
                                 hint="check indentation and quoting around this line")) from None
     except yaml.YAMLError as err:
@@ -174,6 +179,18 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
         raise UserError(builder.problems, title=f"{path}: {len(builder.problems)} problem(s) reading the values:")
     loaded.data = data
     return loaded
+
+
+def _check_nesting(text: str, path: Path) -> None:
+    """Nesting deeper than MAX_DEPTH, found by our own scan of the text before any parser reads it (whose own
+    limits and words differ between versions)."""
+    from helm_nemo.values.nesting import TooDeep, nesting
+
+    try:
+        nesting(text, MAX_DEPTH)
+    except TooDeep as deep:
+        raise UserError(Problem(str(path), deep.line, deep.column, "$",
+                                f"the values nest deeper than {MAX_DEPTH} levels", hint="flatten the structure")) from None
 
 
 def _check_limits(text: str, path: Path) -> None:

@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Mapping
+    from collections.abc import Mapping
 
 from helm_nemo.validate.documents import Collector, DEFAULT_INTERFACE_ANNOTATION, EFA_RESOURCE, GPU_RESOURCE, INTERFACES_ANNOTATION, mapping, short
 from helm_nemo.validate.pods import PodTemplate, container_resource, containers, env_value, pod_resource, resource_amount

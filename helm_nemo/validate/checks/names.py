@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Mapping
+    from typing import Any
+    from collections.abc import Mapping
 
 from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, as_int, containers
