@@ -13,6 +13,7 @@ and with --check (make bench) exits 1 when a target is missed. Targets (issues 9
   validate   validating 1,000 rendered documents (seconds)                                 <= 0.5
   preflight  `helm-nemo preflight` of the seed 001 recipe against an emulated cluster of 1,000 nodes and
              5,000 pods, Python start included (seconds; beside its three plain helm templates)  <= 1.5
+  status     `helm-nemo status` of a 512-pod JobSet with a 50 MB rank-0 log (seconds, issue 25)  <= 1.0
 """
 
 from __future__ import annotations
@@ -203,13 +204,22 @@ def bench_preflight(rounds: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def bench_status(rounds: int) -> dict:
+    script = ROOT / "bench" / "status_bench.py"
+    proc = subprocess.run([str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if not proc.stdout.strip():
+        return {"error": proc.stderr.strip()[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--only", default="", metavar="KEY,…",
                         help="run only these figures (template, template_helm3, plugin, recipe, scale, generate, validate, "
-                             "preflight); "
+                             "preflight, status); "
                              "for quick comparisons while working, never with --check")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
@@ -232,6 +242,7 @@ def main() -> int:
             **(bench_generate(args.rounds, tmp) if wanted("generate") else {}),
             "validate": bench_validate(args.rounds) if wanted("validate") else None,
             "preflight": bench_preflight(args.rounds) if wanted("preflight") else None,
+            "status": bench_status(args.rounds) if wanted("status") else None,
         }
     missed = []
     print(f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
@@ -295,6 +306,16 @@ def main() -> int:
         print(f"preflight {p['nodes']} nodes, {p['pods']} pods: min {a['min']:.3f} s  median {a['median']:.3f} s  max "
               f"{a['max']:.3f} s (target <= {p['target']} s) {'ok' if ok else 'MISSED'}; its 3 helm templates alone: "
               f"median {b['median']:.3f} s")
+    st = result["status"]
+    if wanted("status"):
+        if st is None or "error" in st:
+            print(f"status    failed: {(st or {}).get('error', 'not run')}")
+            missed.append("status")
+        else:
+            ok = st["seconds"] <= st["target"]
+            missed += [] if ok else ["status"]
+            print(f"status    {st['pods']} pods, {st['log_bytes'] / 1e6:.0f} MB rank-0 log: median {st['seconds']:.3f} s "
+                  f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {'ok' if ok else 'MISSED'}")
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     result["missed"] = missed

@@ -99,6 +99,8 @@ DEFAULT_RESOURCES = [
     # What preflight reads (a cluster's nodes, add-ons and their CRDs); tests drop some to make a
     # cluster without them (KubeEmulator(resources=without(...))).
     _r("v1", "Node", "nodes", namespaced=False),
+    _r("v1", "Event", "events"),
+    _r("kueue.x-k8s.io/v1beta1", "Workload", "workloads"),
     _r("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     _r("storage.k8s.io/v1", "CSIDriver", "csidrivers", namespaced=False),
     _r("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
@@ -578,7 +580,7 @@ def jobset_update_errors(old: dict, new: dict) -> list:
     return errors
 
 
-def update_refusal(res: "Resource", name: str, old: dict, new: dict) -> "ApiError | None":
+def update_refusal(res: Resource, name: str, old: dict, new: dict) -> ApiError | None:
     """The 422 the real cluster answers to this update of a Job or JobSet, or None when it takes it."""
     if res.group == "batch" and res.kind == "Job":
         errors, prefix = job_update_errors(old, new), f'Job.batch "{name}" is invalid: '
@@ -681,6 +683,42 @@ def make_tls(folder: Path, client_names: tuple[str, ...] = ("alice",)) -> tuple[
     return TLSFiles(str(folder / "server.crt"), str(folder / "server.key"), ca, ca), clients
 
 
+CRI_MAX_LINE = 16 * 1024  # containerd splits longer lines into partial entries
+
+
+class ContainerLog:
+    """A container's log as the kubelet reads it from the runtime's file: entries (time, "P" partial | "F"
+    full line, text). tailLines counts entries (a 40 KiB line is three), as the kubelet does; with
+    timestamps, only an entry that starts a line (or the first one sent) gets the time prefix."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[datetime, str, str]] = []
+        self.closed = False
+
+    def append(self, text: str, at: datetime, step_s: float) -> None:
+        from datetime import timedelta
+
+        pieces = text.split("\n")
+        count = len(self.entries)
+        for index, piece in enumerate(pieces):
+            last = index == len(pieces) - 1
+            if last and not piece:
+                break
+            chunks = [piece[i:i + CRI_MAX_LINE] for i in range(0, len(piece), CRI_MAX_LINE)] or [""]
+            for n, chunk in enumerate(chunks):
+                tag = "F" if n == len(chunks) - 1 and not last else "P"
+                self.entries.append((at + timedelta(seconds=step_s * (len(self.entries) - count)), tag, chunk))
+
+    def render(self, start: int, end: int, stamps: bool, line_start: bool) -> str:
+        out = []
+        for when, tag, text in self.entries[start:end]:
+            if stamps and line_start:
+                out.append(when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond:06d}000Z ")
+            out.append(text + ("\n" if tag == "F" else ""))
+            line_start = tag == "F"
+        return "".join(out)
+
+
 @dataclass
 class _Event:
     rv: int
@@ -693,8 +731,8 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0", admission: bool = True,
-                 tls: TLSFiles | None = None):
+                 ready: bool = True, kube_version: str = "v1.32.0", tls: TLSFiles | None = None,
+                 admission: bool = True):
         self.resources = list(resources or DEFAULT_RESOURCES)
         self.admission = admission  # refuse updates of Jobs and JobSets as the real server does
         self.token = token
@@ -706,7 +744,10 @@ class KubeEmulator:
         # impossible to write, as a namespace-scoped RoleBinding without secrets would.
         self.denied: list[tuple[str, str, str, str]] = []
         self.reviews: list[dict] = []  # the SelfSubjectAccessReviews asked, in order
-        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log text (pods/NAME/log)
+        self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> its log text (pods/NAME/log), simple form
+        # (namespace, pod, container, previous) -> the container's log as the kubelet keeps it (ContainerLog):
+        # write_log() appends, pods/NAME/log serves it with tailLines, limitBytes, timestamps, previous, follow.
+        self.container_logs: dict[tuple[str, str, str, bool], ContainerLog] = {}
         self.ready = ready
         self.kube_version = kube_version
         self.requests: list[Request] = []
@@ -830,6 +871,32 @@ class KubeEmulator:
         res = self.resource(obj["kind"], obj.get("apiVersion"))
         ns = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
         return self.create(res, ns, obj)
+
+    # ---- container logs (what the kubelet keeps; pods/NAME/log serves it)
+    def write_log(self, namespace: str, pod: str, text: str, container: str = "workload", *,
+                  at: datetime | None = None, step_s: float = 0.0, previous: bool = False, close: bool = False) -> None:
+        """Append `text` to a container's log as the container runtime writes it: one CRI entry per line,
+        lines longer than 16 KiB split into partial entries, an unfinished last line a partial entry; entry
+        k is stamped `at + k * step_s` (default now). `previous` writes the log of the container's previous
+        instance (what `previous=true` reads); `close` ends it (a follow then ends)."""
+        with self._cond:
+            log = self.container_logs.setdefault((namespace, pod, container, previous), ContainerLog())
+            log.append(text, at or datetime.now(UTC), step_s)
+            log.closed = log.closed or close
+            self._cond.notify_all()
+
+    def close_log(self, namespace: str, pod: str, container: str = "workload") -> None:
+        with self._cond:
+            self.container_logs.setdefault((namespace, pod, container, False), ContainerLog()).closed = True
+            self._cond.notify_all()
+
+    def container_log(self, namespace: str, pod: str, container: str, previous: bool) -> ContainerLog | None:
+        with self._cond:
+            log = self.container_logs.get((namespace, pod, container, previous))
+            if log is None and not previous and (namespace, pod) in self.logs:  # the simple form
+                log = ContainerLog()
+                log.append(self.logs[(namespace, pod)], datetime.now(UTC), 0.0)
+            return log
 
     # ---- authorization
     def deny(self, verb: str = "*", group: str = "*", resource: str = "*", namespace: str = "*") -> None:
@@ -1314,14 +1381,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise fault.error()
             dry_run = bool(query.get("dryRun"))
             if res.kind == "Pod" and sub == "log" and self.command == "GET":
-                with kube._cond:
-                    if (ns, name) not in kube._store[res]:
-                        raise ApiError(404, "NotFound", f'pods "{name}" not found',
-                                       {"name": name, "kind": "pods"})
-                    text = kube.logs.get((ns, name), "")
-                if query.get("tailLines"):
-                    text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]):])
-                return self._send(200, text.encode(), "text/plain")
+                return self._pod_log(ns, name, query)
             if sub not in (None, "status"):
                 raise ApiError(404, "NotFound", f"the emulator serves no subresource {sub!r}")
             if self.command == "GET" and name is None:
@@ -1356,6 +1416,73 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(err.code, err.status())
         except Exception as err:
             self._send(500, ApiError(500, "InternalError", f"emulator error: {type(err).__name__}: {err}").status())
+
+    def _pod_log(self, ns: str, name: str, query: dict) -> None:
+        """GET pods/NAME/log as the API server answers it (the kubelet's log, proxied): `container` (required
+        when the pod has several), `previous`, `tailLines`, `limitBytes`, `timestamps`, `follow` (chunked,
+        until the container's log is closed, the client goes away or the server stops)."""
+        kube = self.kube
+        with kube._cond:
+            pod = kube._store[kube.resource("Pod")].get((ns, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container")
+        if container is None:
+            if len(containers) > 1:
+                raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, choose one "
+                               f"of: [{' '.join(containers)}]")
+            container = containers[0] if containers else ""
+        elif containers and container not in containers:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        previous = query.get("previous") == "true"
+        log = kube.container_log(ns, name, container, previous)
+        if log is None:
+            if previous:
+                raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found')
+            log = ContainerLog()
+        tail = int(query["tailLines"]) if query.get("tailLines") not in (None, "") else None
+        limit = int(query["limitBytes"]) if query.get("limitBytes") not in (None, "") else None
+        stamps = query.get("timestamps") == "true"
+        with kube._cond:
+            start = max(0, len(log.entries) - tail) if tail is not None else 0
+            body = log.render(start, len(log.entries), stamps, True)
+            cursor, ended_line = len(log.entries), (not log.entries or log.entries[-1][1] == "F")
+        if query.get("follow") != "true":
+            data = body.encode()
+            return self._send(200, data[:limit] if limit is not None else data, "text/plain")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+
+        def write(text: str) -> bool:
+            nonlocal sent
+            data = text.encode()
+            if limit is not None:
+                data = data[:max(0, limit - sent)]
+            if data:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                sent += len(data)
+            return limit is None or sent < limit
+
+        try:
+            going = write(body)
+            while going:
+                with kube._cond:
+                    while cursor >= len(log.entries) and not log.closed and not kube._stopping.is_set():
+                        kube._cond.wait(0.2)
+                    if cursor >= len(log.entries):
+                        break
+                    more = log.render(cursor, len(log.entries), stamps, ended_line)
+                    cursor, ended_line = len(log.entries), log.entries[-1][1] == "F"
+                going = write(more)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
 
     def _watch(self, res: Resource, ns: str | None, query: dict) -> None:
         self.send_response(200)

@@ -540,3 +540,24 @@ def test_errors_about_values_point_at_their_line(tmp_path):
     assert f"{values}:1: $.accelerator: unknown accelerator 'tpu9'" in result.stderr
     assert f"{values}:5" in result.stderr and "$.workload.envs[0].value: model 'deepseek_v3': its multi-head latent " \
         "attention is not in the FLOPs formula" in result.stderr
+
+
+def test_nemo1_progress_bar_log(tmp_path):
+    """NeMo 1's progress bar (seed 004's line): the bar's count N is step N-1, redraws of one count are one
+    step, and the figures are the plain mean of the step times."""
+    seed = ("Epoch 0: :   0%|          | 2000/603000 [1:03:17<317:00:58, v_num=, reduced_train_loss=2.600, "
+            "global_step=2e+3, consumed_samples=1.28e+6, train_step_timing in s=1.900, val_loss=2.800]dation "
+            "DataLoader 0: : 51it [00:20,  2.53it/s]")
+    times = [2.5, 1.9, 1.8, 1.95, 1.85]
+    bars = [f"Epoch 0: :   0%|          | {n}/603000 [00:0{n}<317:00:58, v_num=, global_step={n - 1:.3g}, "
+            f"train_step_timing in s={t:.3f}]" for n, t in enumerate(times, start=1)]
+    bars.insert(3, bars[2])  # a redraw of batch 3
+    path = tmp_path / "nemo1.log"
+    path.write_text("GPU available: True (cuda), used: True\n" + "\r".join(bars + [seed]) + "\n")
+    log = read_log(path)
+    assert log.format == "nemo1"
+    assert [(t.step, t.seconds, t.total) for t in log.timings] == \
+        [(n, t, 603000) for n, t in enumerate(times)] + [(1999, 1.9, 603000)]
+    report = measure(Request(file=str(path), start_step=1, end_step=4, batch_size=8, gpus=16, model="gpt3-5b",
+                             accelerator="p4de"))
+    assert report.step_time_s == pytest.approx(math.fsum(times[1:5]) / 4, rel=1e-12)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_install_emulated import RECIPE, RECIPE_RELEASES, env, ok, run  # noqa: F401 (env is a fixture)
+from test_install_emulated import RECIPE, RECIPE_RELEASES, _cluster_env, ok, run
 from helm_nemo.diff.admission import refusals
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +21,12 @@ NS = ["-n", "ml-team"]
 WORKLOAD = "llama31-405b"
 EPOCH_INSTALL, EPOCH_LATER = "1767225600", "1767312000"  # 2026-01-01 and 2026-01-02, 00:00 UTC
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+@pytest.fixture
+def env(helm, kube, tmp_path) -> dict[str, str]:
+    """helm's isolated homes + KUBECONFIG of this test's emulator + the recipe's variables + HELM_BIN."""
+    return {**_cluster_env(helm.env, kube, tmp_path), "HELM_BIN": str(helm.binary)}
 
 
 def nemo(args: list[str], env: dict[str, str], epoch: str = EPOCH_INSTALL):
@@ -155,7 +161,7 @@ def test_a_failure_during_the_recreate_says_what_is_installed_and_a_rerun_finish
 def test_recreate_and_new_run_exclude_each_other(helm, kube, env):
     proc = nemo(["upgrade", "--values", str(RECIPE), *NS, "--recreate", "--new-run"], env)
     assert proc.returncode == 2
-    assert "command line: $: --recreate and --new-run exclude each other" in proc.stderr
+    assert proc.stderr.startswith("helm nemo: --recreate and --new-run exclude each other\n    hint: ")
     assert [r for r in kube.requests if r.method in WRITES] == []
 
 

@@ -87,7 +87,8 @@ def _output_failed(err: Exception) -> None:
 COMMANDS = {
     "generate": "charts", "publish": "charts",
     "template": "releases", "install": "releases", "upgrade": "releases", "uninstall": "releases",
-    "lint": "releases", "diff": "releases", "preflight": "releases", "validate": "releases", "status": "releases",
+    "lint": "releases", "diff": "releases", "preflight": "releases", "validate": "releases", "status": "observe",
+    "logs": "observe",
     "version": "tools", "summary": "tools", "metrics": "tools",
 }
 

@@ -174,19 +174,18 @@ def lint(plans, extra, kube_version=None):
 
 def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, recreate=False,
             new_run=False, no_preflight=False, preflight_only=False):
-    """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster
-    and classified before the first upgrade; an installed release keeps its job timestamp; one the cluster
-    cannot change in place is recreated with --recreate / --new-run, or nothing is done)."""
+    """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster and
+    classified before the first upgrade; an installed release keeps its job timestamp; one the cluster cannot
+    change in place is recreated with --recreate / --new-run, or nothing is done)."""
     from helm_nemo import secrets
     from helm_nemo.actions import releases, upgrade as upgrading
 
-    _preflight_flags(no_preflight, preflight_only)
     if recreate and new_run:
-        from helm_nemo.user_errors import Problem, UserError
-        from helm_nemo.values.recipe import COMMAND_LINE
+        from helm_nemo.cli import _usage_error
 
-        raise UserError(Problem(COMMAND_LINE, None, None, "$", "--recreate and --new-run exclude each other",
-                                hint="--recreate resumes the installed run; --new-run starts a new one"))
+        _usage_error("--recreate and --new-run exclude each other",
+                     "--recreate resumes the installed run; --new-run starts a new one")
+    _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
     if show_diff:
         code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,

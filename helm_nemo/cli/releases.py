@@ -1,5 +1,5 @@
-"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate, status
-(a values or recipe file -> release plans -> the real helm, or the Slurm target). What they do is in
+"""The release commands as click declares them: template, install, upgrade, uninstall, lint, diff, validate
+(a values or recipe file -> release plans -> the real helm, or the Slurm target; status is in cli/observe.py). What they do is in
 cli/release_commands.py, which cli/direct.py also calls without click."""
 
 from __future__ import annotations
@@ -105,9 +105,6 @@ preflight = click.command(context_settings=PASSTHROUGH)(_release_options(click.o
     help="text: a checklist; json: one document for scripts.")(click.option(
         "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")(
         _release_command(run.preflight)))))
-status = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
-    "--target", type=click.Choice(["slurm"]), default="slurm", show_default=True,
-    help="Only Slurm for now (Kubernetes: helm status / kubectl).")(_release_command(run.status))))
 
 
 @click.command(context_settings=PASSTHROUGH)

@@ -264,6 +264,48 @@ class KubeClient:
             raise api_error(status, data, "GET", path)
         return data.decode("utf-8", "replace")
 
+    def stream(self, path: str, query: dict | None = None, chunk: int = 65536):
+        """A plain-text GET read as it arrives (pods/NAME/log?follow=true): yields text pieces until the
+        server ends the answer. The stream has its own connection, closed when the caller stops reading."""
+        import codecs
+
+        url = self.base_path + path + ("?" + urlencode(query) if query else "")
+        headers = self._headers()
+        headers["Accept"] = "*/*"
+        conn = self._connection(fresh=True)
+        self._local.conn = None  # the stream's own: the next request opens another one
+        target = url
+        if getattr(conn, "_helm_nemo_proxied", False):
+            target = f"{self.scheme}://{self.host}:{self.port}{url}"
+        try:
+            conn.putrequest("GET", target, skip_accept_encoding=True)
+            for name, value in headers.items():
+                conn.putheader(name, value)
+            for group in self.config.impersonate_groups:
+                conn.putheader("Impersonate-Group", group)
+            conn.endheaders()
+            response = conn.getresponse()
+        except (OSError, http.client.HTTPException) as err:
+            conn.close()
+            raise KubeUnreachable(self.config.server, _reason(err)) from None
+        try:
+            if response.status >= 400:
+                raise api_error(response.status, response.read(), "GET", path)
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            while True:
+                try:
+                    data = response.read1(chunk)
+                except (OSError, http.client.HTTPException) as err:
+                    raise KubeUnreachable(self.config.server, _reason(err)) from None
+                if not data:
+                    break
+                yield decoder.decode(data)
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                yield tail
+        finally:
+            conn.close()
+
     # ---- discovery
     def version(self) -> dict:
         return self.get("/version")

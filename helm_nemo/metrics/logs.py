@@ -9,6 +9,10 @@ the same --start-step/--end-step select the same steps whichever log a job wrote
 - `nemo2`: a NeMo 2 rank-0 log, ProgressPrinter lines `Training epoch E, iteration N/T | … |
   global_step: G | … | train_step_timing in s: X`; step G (N when the line has no global_step). NeMo
   prints 4 significant digits, so averages agree with dllogger.json's to about 1e-4.
+- `nemo1`: a NeMo 1 (NeMo-Launcher) rank-0 log, PyTorch Lightning's progress bar `Epoch E: … | N/T [elapsed<left,
+  …, global_step=…, train_step_timing in s=X, …]` (rewritten in place with carriage returns, as seed 004
+  shows it); the bar's N counts finished batches, so it is step N-1 (its `global_step` is printed with
+  three digits only); a redraw of the same N is one step.
 - `megatron`: Megatron-Bridge / Megatron-LM `iteration N/T | … | elapsed time per iteration (ms): X |`
   lines (printed by the last rank); iteration N is step N-1 (Megatron counts from 1).
 - `megatron-step-time`: Megatron-Bridge's rank-0 line `Step Time : X.XXs GPU utilization: …`, which
@@ -34,14 +38,16 @@ TIMING_KEY = "train_step_timing in s"
 FORMATS = {
     "dllogger": "dllogger.json (`DLLL {json}` lines with `train_step_timing in s`)",
     "nemo2": "NeMo 2 log (`Training epoch E, iteration N/T | … | train_step_timing in s: X`)",
+    "nemo1": "NeMo 1 log (progress bar `Epoch E: … | N/T [… train_step_timing in s=X …]`)",
     "megatron": "Megatron-Bridge log (`iteration N/T | … | elapsed time per iteration (ms): X |`)",
     "megatron-step-time": "Megatron-Bridge rank-0 log (`Step Time : X.XXs GPU utilization: …`)",
 }
 SUPPORTED_HINT = "supported: " + "; ".join(FORMATS.values())
 
 _DLLL = re.compile(r"^DLLL\s*(.*)$")
-_NEMO2 = re.compile(r"Training epoch \d+, iteration (\d+)/\d+ \|(.*)")
-_MEGATRON = re.compile(r"\biteration\s+(\d+)/\s*\d+\s*\|.*?\belapsed time per iteration \(ms\):\s*([^\s|]*)")
+_NEMO2 = re.compile(r"Training epoch \d+, iteration (\d+)/(\d+) \|(.*)")
+_NEMO1 = re.compile(r"\bEpoch \d+:.*?\|\s*(\d+)/(\d+)\s*\[[^\]]*?\btrain_step_timing in s=([^,\]\s]*)")
+_MEGATRON = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|.*?\belapsed time per iteration \(ms\):\s*([^\s|]*)")
 _STEP_TIME = re.compile(r"\bStep Time : (\S*?)s GPU utilization")
 
 
@@ -53,6 +59,7 @@ class StepTiming:
     seconds: object  # a float when the log holds a number; checked when the step is used
     line: int
     per_second: float = 1.0  # 1000 for Megatron's milliseconds
+    total: int | None = None  # the number of steps the run makes, when the line states it
 
     def value(self) -> float | None:
         """Seconds, or None when the log's value is no finite positive number."""
@@ -164,7 +171,7 @@ def _dllogger_entry(name: str, number: int, entry, log: StepLog) -> None:
 
 
 def _read_text(name: str, first, rest) -> StepLog:
-    found: dict[str, list[StepTiming]] = {"nemo2": [], "megatron": [], "megatron-step-time": []}
+    found: dict[str, list[StepTiming]] = {fmt: [] for fmt in TEXT_FORMATS}
     last = None  # (line number, had a line end, matched a timing pattern)
 
     def lines():
@@ -179,10 +186,13 @@ def _read_text(name: str, first, rest) -> StepLog:
     if last and last[2] and not last[1]:
         raise _problem(name, last[0], "the last line is cut short (no line end): the log is truncated or still being "
                        "written", hint="copy the log again after the job ends, or delete the incomplete last line")
-    for fmt in ("nemo2", "megatron", "megatron-step-time"):
+    for fmt in TEXT_FORMATS:
         if found[fmt]:
             return StepLog(name, fmt, found[fmt])
     raise _problem(name, None, "no training step times found in this log", hint=SUPPORTED_HINT)
+
+
+TEXT_FORMATS = ("nemo2", "nemo1", "megatron", "megatron-step-time")  # a log with several: the first found
 
 
 def _text_line(text: str, number: int, found: dict[str, list[StepTiming]]) -> bool:
@@ -190,19 +200,30 @@ def _text_line(text: str, number: int, found: dict[str, list[StepTiming]]) -> bo
         match = _NEMO2.search(text)
         if match:
             fields = {}
-            for item in match.group(2).split("|"):
+            for item in match.group(3).split("|"):
                 key, sep, value = item.partition(": ")
                 if sep:
                     fields[key.strip()] = value.strip()
             if TIMING_KEY in fields:
                 step = _number(fields.get("global_step", match.group(1)))
                 step = int(step) if isinstance(step, float) and step.is_integer() else int(match.group(1))
-                found["nemo2"].append(StepTiming(step, _number(fields[TIMING_KEY]), number))
+                # NeMo 2 prints `iteration i/max_steps-1`
+                found["nemo2"].append(StepTiming(step, _number(fields[TIMING_KEY]), number,
+                                                 total=int(match.group(2)) + 1))
                 return True
+    if "train_step_timing in s=" in text:
+        match = _NEMO1.search(text)
+        if match:
+            step = int(match.group(1)) - 1
+            earlier = found["nemo1"]
+            if step >= 0 and not (earlier and earlier[-1].step == step):  # a redraw of the same batch
+                earlier.append(StepTiming(step, _number(match.group(3)), number, total=int(match.group(2))))
+            return True
     if "elapsed time per iteration" in text:
         match = _MEGATRON.search(text)
         if match:
-            found["megatron"].append(StepTiming(int(match.group(1)) - 1, _number(match.group(2)), number, 1000.0))
+            found["megatron"].append(StepTiming(int(match.group(1)) - 1, _number(match.group(3)), number, 1000.0,
+                                                total=int(match.group(2))))
             return True
     if "Step Time :" in text:
         match = _STEP_TIME.search(text)
@@ -243,3 +264,27 @@ def average_seconds(chosen: list[StepTiming]) -> float:
     for timing in chosen:
         total += timing.value()
     return total / len(chosen)
+
+
+def scan_lines(name: str, lines) -> StepLog | None:
+    """The step timings in a piece of a log that is still being written (`helm nemo status` reads the tail of
+    a running pod's log): `lines` are (line number, text) pairs; the first may be cut, the last unfinished;
+    `DLLL {json}` lines may be mixed with other output (a launcher that prints dllogger's lines). No error:
+    None when no step time is found. With several formats, the one with the most steps wins."""
+    found: dict[str, list[StepTiming]] = {fmt: [] for fmt in ("dllogger", *TEXT_FORMATS)}
+    for number, text in lines:
+        for part in text.split("\r"):
+            at = part.find("DLLL ")
+            if at >= 0:
+                try:
+                    entry = json.loads(part[at + 5:])
+                except ValueError:
+                    continue
+                step = entry.get("step") if isinstance(entry, dict) else None
+                data = entry.get("data") if isinstance(entry, dict) else None
+                if isinstance(step, int) and not isinstance(step, bool) and isinstance(data, dict) and TIMING_KEY in data:
+                    found["dllogger"].append(StepTiming(step, data[TIMING_KEY], number))
+                continue
+            _text_line(part, number, found)
+    best = max(found, key=lambda fmt: len(found[fmt]))
+    return StepLog(name, best, found[best]) if found[best] else None

@@ -60,6 +60,7 @@ class RecipeInputs:
     model: Found | None = None  # a model name (NeMo 2 recipe, Megatron-Bridge recipe name)
     architecture: Found | None = None  # from a config's model section
     seq_len: Found | None = None
+    max_steps: Found | None = None  # trainer.max_steps, --max_steps, --train_iters (helm nemo status)
     problems: list[Problem] = field(default_factory=list)  # found but unusable (reported when needed)
 
 
@@ -287,6 +288,9 @@ def _from_config(config: dict | None, origin: tuple, overrides: dict[str, Found]
                                                       "data.seq_length", "dataset.seq_length", "model.data.seq_length")))
     if seq:
         out.seq_len = seq
+    steps = _integer(_first(config, origin, overrides, ("trainer.max_steps", "train.train_iters")))
+    if steps:
+        out.max_steps = steps
     fp8 = _first(config, origin, overrides, ("model.fp8",))
     precision = _first(config, origin, overrides, ("trainer.precision", "mixed_precision", "model.precision"))
     if fp8 is not None and fp8.value not in (None, False, "false", "False", 0):
@@ -348,6 +352,11 @@ def _from_flags(flags: dict[str, Found], out: RecipeInputs) -> None:
             found = _integer(flags[name])
             if found:
                 out.seq_len = found
+    for name in ("max_steps", "train_iters"):
+        if name in flags:
+            found = _integer(flags[name])
+            if found:
+                out.max_steps = found
     for name in ("compute_dtype", "precision"):
         if name in flags and isinstance(flags[name].value, str):
             out.precision = replace(flags[name], value="fp8" if "fp8" in flags[name].value.lower() else "bf16")

@@ -128,6 +128,22 @@ def _num(value) -> str:
 
 def measure(request: Request) -> Report:
     """Read the log, resolve every input, compute; UserError listing every problem."""
+    inputs, names = resolve(request)
+    log = read_log(request.file)
+    chosen = select_steps(log, request.start_step, request.end_step)
+    step_time = average_seconds(chosen)
+    tflops, mfu = figures(step_time, inputs)
+    return Report(
+        file=request.file, format=log.format, start_step=request.start_step, end_step=request.end_step,
+        steps=len(chosen), step_time_s=step_time, tflops_per_gpu=tflops, mfu=mfu, inputs=inputs,
+        model_name=names["model"], model_flops_source=names["model_source"], peak_source=names["peak_source"],
+        warnings=_warnings(log, chosen, mfu),
+    )
+
+
+def resolve(request: Request) -> tuple[dict[str, Input], dict]:
+    """Every input of the figures (command line, else --values), with where it came from, and the names
+    (model, its FLOPs source, the peak's source, the sequence length); UserError listing every problem."""
     problems: list[Problem] = []
     if request.start_step < 0 or request.end_step < request.start_step:
         problems.append(Problem(_CLI, None, None, "--start-step/--end-step",
@@ -143,21 +159,25 @@ def measure(request: Request) -> Report:
         problems += recipe.problems  # a config that could not be read explains a missing input
     if problems:
         raise UserError(problems, title="helm nemo metrics: cannot compute the metrics:" if len(problems) > 1 else None)
-    log = read_log(request.file)
-    chosen = select_steps(log, request.start_step, request.end_step)
-    step_time = average_seconds(chosen)
+    return inputs, names
+
+
+def resolve_partial(request: Request, recipe=None) -> tuple[dict[str, Input], dict, list[Problem]]:
+    """What `resolve` finds, without failing: the inputs found, the names, and the problems for the rest
+    (`helm nemo status` shows the figures it can)."""
+    problems: list[Problem] = []
+    inputs, names = _resolve(request, recipe, problems)
+    return inputs, names, problems
+
+
+def figures(step_time: float, inputs: dict[str, Input]) -> tuple[float, float]:
+    """(TFLOPS per GPU, MFU) of an average step time, as the anchor computes them."""
     model_flops = inputs["model_flops"].value
     batch = inputs["batch_size"].value
     gpus = inputs["gpus"].value
     # The anchor's expression, in its order: flops * batch / time / gpus / 1e12.
     tflops = model_flops * batch / step_time / gpus / 1e12
-    mfu = tflops / inputs["peak_tflops"].value
-    return Report(
-        file=request.file, format=log.format, start_step=request.start_step, end_step=request.end_step,
-        steps=len(chosen), step_time_s=step_time, tflops_per_gpu=tflops, mfu=mfu, inputs=inputs,
-        model_name=names["model"], model_flops_source=names["model_source"], peak_source=names["peak_source"],
-        warnings=_warnings(log, chosen, mfu),
-    )
+    return tflops, tflops / inputs["peak_tflops"].value
 
 
 def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
@@ -174,7 +194,7 @@ def _warnings(log: StepLog, chosen, mfu: float) -> list[str]:
 
 def _resolve(request: Request, recipe, problems: list[Problem]) -> tuple[dict[str, Input], dict[str, str]]:
     inputs: dict[str, Input] = {}
-    names = {"model": None, "model_source": "", "peak_source": ""}
+    names = {"model": None, "model_source": "", "peak_source": "", "seq_len": None}
 
     def pick(key: str, given, found, what: str, hint: str) -> None:
         if given is not None:
@@ -260,6 +280,7 @@ def _resolve_model(request: Request, recipe, inputs, names, problems) -> None:
         return
     inputs["model_flops"] = Input(result.flops, origin)
     names["model"] = result.name
+    names["seq_len"] = result.seq_len
     names["model_source"] = (f"{result.source}, sequence length {result.seq_len}" if result.seq_len else result.source)
 
 

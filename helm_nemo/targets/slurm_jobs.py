@@ -198,6 +198,43 @@ def uninstall(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, echo: 
     return 0
 
 
+LOG_TAIL_BYTES = 512 * 1024
+
+
+def log_tail(path: str, size: int = LOG_TAIL_BYTES) -> str | None:
+    """The last `size` bytes of a log file (from its first whole line), or None when it cannot be read here."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            end = handle.tell()
+            handle.seek(max(0, end - size))
+            data = handle.read()
+    except OSError:
+        return None
+    if end > size:
+        data = data.split(b"\n", 1)[-1]
+    return data.decode("utf-8", "replace")
+
+
+def _progress_line(path: str, out: Echo) -> None:
+    """`  training: step 1234/5000, 4.1 s/step, ETA 4 h 22 m` from the tail of the job's log when this machine
+    can read it (the shared filesystem), with the parsers of `helm nemo metrics`."""
+    text = log_tail(path)
+    if not text:
+        return
+    from helm_nemo.status.progress import duration, progress
+
+    found = progress(text)
+    if found is None:
+        return
+    parts = [f"step {found.steps_done}" + (f"/{found.max_steps}" if found.max_steps else "")]
+    if found.step_time_s is not None:
+        parts.append(f"{found.step_time_s:.4g} s/step (steps {found.first_step}–{found.last_step})")
+    if found.eta_s is not None and found.max_steps and found.steps_done < found.max_steps:
+        parts.append(f"ETA {duration(found.eta_s)}")
+    out(f"  training: {', '.join(parts)} ({found.format} log)")
+
+
 def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo = print, echo: Echo = _stderr) -> int:
     env = os.environ if env is None else env
     found = 0
@@ -215,8 +252,10 @@ def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo
             where = row["nodelist"] or row["reason"]
             out(f"{job.release}: job {row['id']} {row['state']} ({row['nodes']} node(s), {row['elapsed']}, {where})"
                 f"  log {job.log_file(row['id'])}")
+            _progress_line(job.log_file(row["id"]), out)
         for row in done:
             out(f"{job.release}: job {row['id']} {row['state']} (exit {row['exit']}, {row['elapsed']})"
                 f"  log {job.log_file(row['id'])}")
+            _progress_line(job.log_file(row["id"]), out)
         found += len(live) + len(done)
     return 0 if found else 3

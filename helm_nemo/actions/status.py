@@ -1,0 +1,203 @@
+"""`helm nemo status` and `helm nemo logs` on Kubernetes: read-only, from the cluster helm would use.
+
+status: the releases of a values or recipe file (or one named release) -> one read of the cluster per
+refresh (helm_nemo.status.cluster) -> a verdict per release -> text, a redrawn screen (--watch) or JSON.
+logs: the log of one rank (default rank 0) or pod, streamed with --follow; --errors scans the recent log of
+every pod of the releases for the failure signatures and prints one grouped summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+
+from helm_nemo.user_errors import Problem, UserError
+
+Echo = Callable[[str], None]
+CLEAR = "\x1b[H\x1b[2J"
+ERRORS_TAIL = 500  # lines of each pod's log --errors reads
+ERRORS_THREADS = 8
+
+
+def connect(extra: list[str], namespace: str | None):
+    from helm_nemo.kube import connect as kube_connect
+
+    return kube_connect(extra, namespace=namespace)
+
+
+def release_targets(values_files: list[str], release: str | None) -> list[str]:
+    """The release names to look at: those of the values/recipe file (just the names: nothing else is
+    substituted), or the one named."""
+    if not values_files:
+        if not release:
+            raise UserError(Problem("<command line>", None, None, "$", "name a release or give --values FILE",
+                                    hint="helm nemo status RELEASE, or helm nemo status --values recipe.yaml"))
+        return [release]
+    from helm_nemo.values.plan import release_names
+
+    return [r.release for r in release_names(list(values_files), release=release)]
+
+
+def run_inputs_for(values_files: list[str], names: list[str]) -> dict:
+    from helm_nemo.status.progress import RunInputs, run_inputs
+
+    if not values_files or values_files == ["-"]:
+        return {name: RunInputs(missing=["no --values: GPUs, batch size, model and accelerator are not known"])
+                for name in names}
+    return {name: run_inputs(values_files[-1], name if len(names) > 1 else None) for name in names}
+
+
+def status(names: list[str], client, *, run_inputs: dict | None = None, output: str = "text", watch: bool = False,
+           interval: float = 10.0, stall_factor: float | None = None, out: Echo = print, tty: bool | None = None,
+           now=None, max_refreshes: int | None = None) -> int:
+    """Print the status of the releases; the exit code of the (last) refresh."""
+    from helm_nemo.status import cluster, render
+    from helm_nemo.status.verdict import exit_code, verdict
+
+    tty = sys.stdout.isatty() if tty is None else tty
+    refreshes = 0
+    while True:
+        statuses = cluster.read_statuses(client, client.namespace, names, run_inputs, stall_factor=stall_factor,
+                                         now=now() if callable(now) else now)
+        verdicts = [verdict(s) for s in statuses]
+        code = exit_code(verdicts)
+        if output == "json":  # with --watch: one line per refresh (JSON Lines)
+            out(render.as_json(statuses, verdicts, code, indent=None if watch else 2))
+        else:
+            body = render.text(statuses, verdicts, progress_bar=watch)
+            if watch:
+                stamp = time.strftime("%H:%M:%S")
+                header = f"helm nemo status  {stamp}  every {interval:g} s (Ctrl-C stops)"
+                out((CLEAR if tty else "") + header + "\n\n" + body + ("" if tty else "\n"))
+            else:
+                out(body)
+        refreshes += 1
+        finished = all(v.state in ("Completed", "Failed", "NotFound") for v in verdicts)
+        if not watch or finished or (max_refreshes is not None and refreshes >= max_refreshes):
+            return code
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return code
+
+
+# ---------------------------------------------------------------------------------------------------------
+# logs
+
+
+def _release_pods(client, names: list[str]) -> list[dict]:
+    from helm_nemo.status import cluster
+
+    return client.list(cluster.PODS.format(ns=client.namespace),
+                       {"labelSelector": cluster._selector(cluster.INSTANCE, names)})
+
+
+def pick_pod(pods: list[dict], rank: int | None, pod_name: str | None) -> dict:
+    from helm_nemo.status import cluster, objects
+
+    if pod_name:
+        for pod in pods:
+            if pod["metadata"]["name"] == pod_name:
+                return pod
+        raise LookupError(f"pod {pod_name} is not a pod of these releases")
+    ordered = [p for p in cluster.rank_pods(pods) if objects.pod_job_index(p) == 0] or cluster.rank_pods(pods)
+    wanted = rank or 0
+    for pod in ordered:
+        if (objects.pod_rank(pod) or 0) == wanted:
+            return pod
+    ranks = sorted({objects.pod_rank(p) for p in ordered if objects.pod_rank(p) is not None})
+    raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
+
+
+def logs(names: list[str], client, *, rank: int | None = None, pod: str | None = None, follow: bool = False,
+         tail: int | None = None, previous: bool = False, timestamps: bool = False, out: Callable[[str], None],
+         err: Echo) -> int:
+    """Print (or follow) the training log of one rank or pod. Exit 0, 3 when there is no such pod."""
+    from helm_nemo.status import cluster
+
+    pods = _release_pods(client, names)
+    if not pods:
+        err(f"helm nemo logs: no pod of {', '.join(names)} in namespace {client.namespace}")
+        return 3
+    try:
+        chosen = pick_pod(pods, rank, pod)
+    except LookupError as error:
+        err(f"helm nemo logs: {error}")
+        return 3
+    name = chosen["metadata"]["name"]
+    container = cluster.main_container(chosen)
+    query = {"container": container} if container else {}
+    if tail is not None:
+        query["tailLines"] = str(tail)
+    if previous:
+        query["previous"] = "true"
+    if timestamps:
+        query["timestamps"] = "true"
+    path = cluster.LOG.format(ns=client.namespace, pod=name)
+    err(f"==> {name}" + (f" ({container})" if container else "") + " <==")
+    if not follow:
+        out(client.text(path, query))
+        return 0
+    query["follow"] = "true"
+    try:
+        for piece in client.stream(path, query):
+            out(piece)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def errors(names: list[str], client, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo, err: Echo) -> int:
+    """Scan every pod's recent log (and a restarted container's previous log) for the failure signatures;
+    one grouped summary. Exit 1 when a fatal signature is found, 0 when none, 3 when there is no pod."""
+    import json
+
+    from helm_nemo.kube import KubeApiError
+    from helm_nemo.status import cluster, signatures
+
+    pods = _release_pods(client, names)
+    if not pods:
+        err(f"helm nemo logs: no pod of {', '.join(names)} in namespace {client.namespace}")
+        return 3
+
+    def read(pod: dict) -> tuple[list, str | None]:
+        name = pod["metadata"]["name"]
+        container = cluster.main_container(pod)
+        hits, problem = [], None
+        restarted = any(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+        for previous in ((False, True) if restarted else (False,)):
+            try:
+                text = cluster.pod_log(client, client.namespace, name, container, tail, previous=previous)
+            except KubeApiError as error:
+                if not previous:
+                    problem = f"{name}: {error.code} {error.message}"
+                continue
+            hits += signatures.scan(text, name)
+        return hits, problem
+
+    readable = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")]
+    with ThreadPoolExecutor(max_workers=ERRORS_THREADS) as pool:
+        results = list(pool.map(read, readable))
+    hits = [hit for found, _ in results for hit in found]
+    unread = [problem for _, problem in results if problem]
+    groups = signatures.group(hits)
+    if output == "json":
+        out(json.dumps({"pods_scanned": len(readable), "lines_per_pod": tail, "signatures": [g.as_json() for g in groups],
+                        "unreadable": unread}, indent=2))
+    elif not groups:
+        out(f"no known failure signature in the last {tail} lines of {len(readable)} pod(s)")
+    else:
+        out(f"{len(groups)} failure signature(s) in the last {tail} lines of {len(readable)} pod(s), first seen first:")
+        for found in groups:
+            first = found.first
+            pods_text = ", ".join(found.pods[:4]) + (f" and {len(found.pods) - 4} more" if len(found.pods) > 4 else "")
+            out(f"\n{found.signature.id}: {found.signature.title}")
+            out(f"  {len(found.hits)} line(s) in {len(found.pods)} pod(s): {pods_text}")
+            out(f"  first: {first.pod} line {first.line}" + (f" at {first.at}" if first.at else "") + f": {first.text}")
+            if found.signature.hint:
+                out(f"  hint: {found.signature.hint}")
+    for problem in unread:
+        err(f"warning: cannot read the log of {problem}")
+    return 1 if any(g.signature.fatal for g in groups) else 0

@@ -1,0 +1,216 @@
+"""The reads behind `helm nemo status`: one list per object kind for all the releases asked about, then the
+tail of the rank-0 log (never the whole log), and the tails of the failed pods' logs.
+
+`client` is a helm_nemo.kube KubeClient (or anything with its `list(path, query)` and `text(path, query)`):
+per refresh, JobSets, Jobs, Pods and PersistentVolumeClaims are listed with the selector
+`app.kubernetes.io/instance in (…)` (the charts' selector label), Kueue Workloads with
+`kueue.x-k8s.io/job-uid in (…)` (only when a job is there), Warning events once for the namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, UTC
+
+from helm_nemo.status import kueue, objects
+from helm_nemo.status.progress import Progress, RunInputs, progress
+
+INSTANCE = "app.kubernetes.io/instance"
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+PODS = "/api/v1/namespaces/{ns}/pods"
+CLAIMS = "/api/v1/namespaces/{ns}/persistentvolumeclaims"
+WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads"
+EVENTS = "/api/v1/namespaces/{ns}/events"
+LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
+TAIL_LINES = 2000  # the rank-0 log: enough for WINDOW steps among NeMo's other output
+FAILED_TAIL = 300  # a failed pod's last lines, for the signatures
+FAILED_PODS_READ = 4  # the first pods to fail: the cause is almost always in one of them
+
+
+@dataclass
+class ReleaseStatus:
+    """Everything status found about one release."""
+
+    release: str
+    namespace: str
+    workload: objects.WorkloadState | None = None
+    kueue: kueue.KueueState | None = None
+    pods: objects.PodSummary = field(default_factory=objects.PodSummary)
+    claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
+    rank0: str | None = None
+    progress: Progress | None = None
+    events: list[objects.EventLine] = field(default_factory=list)
+    hits: list = field(default_factory=list)  # signatures.Hit in the failed pods' logs
+    last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.workload is not None or self.pods.total > 0 or bool(self.claims)
+
+
+def _selector(label: str, values) -> str:
+    return f"{label} in ({','.join(sorted(values))})"
+
+
+def _optional_list(client, path: str, query: dict) -> list[dict] | None:
+    """A list, or None when the API is not served (a CRD not installed: 404)."""
+    from helm_nemo.kube import KubeApiError
+
+    try:
+        return client.list(path, query)
+    except KubeApiError as err:
+        if err.not_found:
+            return None
+        raise
+
+
+def pod_log(client, namespace: str, pod: str, container: str | None, tail: int, *, previous: bool = False,
+            timestamps: bool = True) -> str:
+    query = {"tailLines": str(tail)}
+    if container:
+        query["container"] = container
+    if timestamps:
+        query["timestamps"] = "true"
+    if previous:
+        query["previous"] = "true"
+    return client.text(LOG.format(ns=namespace, pod=pod), query)
+
+
+def main_container(pod: dict) -> str | None:
+    """The training container: the pod's kubectl default-container annotation, else its first container."""
+    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+    if annotation:
+        return annotation
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return containers[0].get("name") if containers else None
+
+
+def rank_pods(pods: list[dict]) -> list[dict]:
+    """The pods in rank order (JobSet job index, then completion index); of several pods with the same rank
+    (a restart), the running one, else the newest."""
+    best: dict[tuple, dict] = {}
+    for pod in pods:
+        key = (objects.pod_job_index(pod), objects.pod_rank(pod) if objects.pod_rank(pod) is not None else 1 << 30)
+        old = best.get(key)
+        if old is None or _preference(pod) > _preference(old):
+            best[key] = pod
+    return [best[key] for key in sorted(best)]
+
+
+def _preference(pod: dict) -> tuple:
+    status = pod.get("status") or {}
+    return (status.get("phase") == "Running", (pod.get("metadata") or {}).get("creationTimestamp", ""))
+
+
+def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[str, RunInputs] | None = None, *,
+                  now: datetime | None = None, with_logs: bool = True, stall_factor: float | None = None,
+                  tail: int = TAIL_LINES) -> list[ReleaseStatus]:
+    """The status of each release (in the order given)."""
+    from helm_nemo.status import signatures
+
+    run_inputs = run_inputs or {}
+    ns = namespace
+    selector = {"labelSelector": _selector(INSTANCE, releases)}
+    jobsets = _optional_list(client, JOBSETS.format(ns=ns), selector) or []
+    jobs = client.list(JOBS.format(ns=ns), selector)
+    pods = client.list(PODS.format(ns=ns), selector)
+    claims = client.list(CLAIMS.format(ns=ns), selector)
+    out = {name: ReleaseStatus(name, ns) for name in releases}
+
+    def owner(obj: dict) -> str | None:
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE)
+
+    for obj in jobsets + jobs:
+        status = out.get(owner(obj))
+        if status is not None and status.workload is None:
+            status.workload = objects.workload_state(obj)
+    uids = {s.workload.uid: s for s in out.values() if s.workload and s.workload.uid}
+    if uids:
+        workloads = _optional_list(client, WORKLOADS.format(ns=ns),
+                                   {"labelSelector": _selector(kueue.KUEUE_JOB_UID, uids)})
+        for item in workloads or []:
+            uid = ((item.get("metadata") or {}).get("labels") or {}).get(kueue.KUEUE_JOB_UID)
+            if uid in uids:
+                uids[uid].kueue = kueue.kueue_state(item)
+    by_release: dict[str, list[dict]] = {}
+    for pod in pods:
+        by_release.setdefault(owner(pod), []).append(pod)
+    for claim in claims:
+        status = out.get(owner(claim))
+        if status is not None:
+            status.claims[claim["metadata"]["name"]] = (claim.get("status") or {}).get("phase", "Pending")
+    names: set[str] = set()
+    for name, status in out.items():
+        release_pods = by_release.get(name, [])
+        status.pods = objects.summarize_pods(release_pods)
+        names |= {p["metadata"]["name"] for p in release_pods} | set(status.claims)
+        if status.workload:
+            names.add(status.workload.name)
+        if status.kueue:
+            names.add(status.kueue.name)
+    events = _optional_list(client, EVENTS.format(ns=ns), {"fieldSelector": "type=Warning"}) or []
+    for name, status in out.items():
+        mine = {p["metadata"]["name"] for p in by_release.get(name, [])} | set(status.claims)
+        mine |= {x for x in (status.workload and status.workload.name, status.kueue and status.kueue.name) if x}
+        status.events = objects.warning_events(events, mine)
+    if with_logs:
+        for name, status in out.items():
+            ordered = rank_pods(by_release.get(name, []))
+            if status.workload is not None and ordered:
+                _read_progress(client, status, ordered, run_inputs.get(name), now, stall_factor, tail)
+            _read_failures(client, status, by_release.get(name, []), signatures)
+    return [out[name] for name in releases]
+
+
+def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunInputs | None, now, stall_factor,
+                   tail: int) -> None:
+    from helm_nemo.kube import KubeApiError
+
+    kwargs = {"now": now or datetime.now(UTC)}
+    if stall_factor is not None:
+        kwargs["stall_factor"] = stall_factor
+    candidates = [ordered[0]] + ([ordered[-1]] if len(ordered) > 1 else [])  # Megatron logs on the last rank
+    for pod in candidates:
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Running", "Succeeded", "Failed"):
+            continue
+        name = pod["metadata"]["name"]
+        try:
+            text = pod_log(client, status.namespace, name, main_container(pod), tail)
+        except KubeApiError as err:
+            status.notes.append(f"cannot read the log of {name}: {err.code} {err.message}")
+            continue
+        found = progress(text, run, name=name, **kwargs)
+        if status.rank0 is None:
+            status.rank0 = name
+        if found is not None:
+            if status.workload.state in ("Completed", "Failed"):  # over: no stall, nothing left to wait for
+                found.stalled, found.eta_s = False, None
+            status.rank0, status.progress = name, found
+            return
+
+
+def _read_failures(client, status: ReleaseStatus, pods: list[dict], signatures) -> None:
+    """The last lines of the first pods that failed (their previous container when it restarted), and the
+    failure signatures in them."""
+    from helm_nemo.kube import KubeApiError
+
+    fatal = [p for p in status.pods.problems if p.fatal and p.reason in
+             ("OOMKilled", "Error", "Failed", "CrashLoopBackOff", "RunContainerError")]
+    fatal.sort(key=lambda p: p.at or "~")
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    for problem in fatal[:FAILED_PODS_READ]:
+        pod = by_name.get(problem.pod)
+        if pod is None:
+            continue
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        try:
+            text = pod_log(client, status.namespace, problem.pod, problem.container or main_container(pod),
+                           FAILED_TAIL, previous=running)
+        except KubeApiError:
+            continue
+        status.hits += signatures.scan(text, problem.pod)
+        lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
+        status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]

@@ -1,0 +1,429 @@
+"""What the cluster says about a release's objects, in words: pure functions over the API's object dicts.
+
+- `workload_state`: a JobSet's or a Job's conditions (Completed/Complete, Failed, Suspended), the JobSet's
+  restarts and per replicated job ready/active/succeeded/failed counts;
+- (kueue.py: the Kueue Workload of that object;)
+- `pod_problem` / `summarize_pods`: pods by phase, restarts, and for every unhealthy pod its reason
+  (FailedScheduling with the scheduler's message condensed, ImagePullBackOff, OOMKilled,
+  CrashLoopBackOff, Evicted, exit code); identical reasons of many pods are grouped;
+- `warning_events`: the Warning events of the release's objects, newest first, repeated ones counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, UTC
+
+# Kubernetes labels the workload controllers put on pods
+JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index")
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+
+# Waiting reasons that do not fix themselves (the pod will not start until someone acts)
+WAITING_FAILURES = {
+    "ImagePullBackOff": "cannot pull the image",
+    "ErrImagePull": "cannot pull the image",
+    "InvalidImageName": "the image name is invalid",
+    "ErrImageNeverPull": "the image is not on the node and imagePullPolicy is Never",
+    "CreateContainerConfigError": "the container's configuration is wrong (a missing Secret or ConfigMap?)",
+    "CreateContainerError": "the container cannot be created",
+    "RunContainerError": "the container cannot be started",
+    "CrashLoopBackOff": "the container keeps crashing",
+}
+SIGNALS = {129: "SIGHUP", 130: "SIGINT", 134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 137: "SIGKILL",
+           139: "SIGSEGV", 143: "SIGTERM"}
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """An RFC 3339 time as the API writes it (`2026-01-01T12:04:05Z`, with or without fractions)."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def clock(text: str | None) -> str:
+    """`12:04` (UTC) of an API time, or empty."""
+    when = parse_time(text)
+    return when.astimezone(UTC).strftime("%H:%M") if when else ""
+
+
+@dataclass
+class Condition:
+    """One entry of status.conditions."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    time: str = ""
+
+    @property
+    def true(self) -> bool:
+        return self.status == "True"
+
+
+def conditions(obj: dict) -> dict[str, Condition]:
+    """status.conditions by type."""
+    out = {}
+    for item in ((obj.get("status") or {}).get("conditions") or []):
+        if isinstance(item, dict) and item.get("type"):
+            out[item["type"]] = Condition(item["type"], str(item.get("status", "")), item.get("reason") or "",
+                                          _one_line(item.get("message") or ""),
+                                          item.get("lastTransitionTime") or item.get("lastProbeTime") or "")
+    return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# JobSet / Job
+
+
+@dataclass
+class ReplicatedJob:
+    """One replicated job of a JobSet (a Job: itself), with its pod counts."""
+
+    name: str
+    replicas: int
+    ready: int = 0
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    suspended: int = 0
+
+
+@dataclass
+class WorkloadState:
+    """A JobSet's or Job's state: `state` is Completed, Failed, Suspended or Active."""
+
+    kind: str
+    name: str
+    uid: str
+    state: str
+    reason: str = ""
+    message: str = ""
+    since: str = ""
+    restarts: int = 0
+    max_restarts: int | None = None
+    pods_expected: int = 0  # pods the workload runs at once (parallelism x replicas)
+    jobs: list[ReplicatedJob] = field(default_factory=list)
+    created: str = ""
+    queue: str = ""  # the kueue.x-k8s.io/queue-name label: Kueue should create a Workload
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "state": self.state, "reason": self.reason,
+                "message": self.message, "since": self.since, "restarts": self.restarts,
+                "max_restarts": self.max_restarts, "pods_expected": self.pods_expected,
+                "replicated_jobs": [vars(job) for job in self.jobs]}
+
+
+def workload_state(obj: dict) -> WorkloadState:
+    """The state of a JobSet (jobset.x-k8s.io) or a batch/v1 Job."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conds = conditions(obj)
+    kind = obj.get("kind", "")
+    out = WorkloadState(kind, meta.get("name", ""), meta.get("uid", ""), "Active", created=meta.get("creationTimestamp", ""),
+                        queue=(meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""))
+    if kind == "JobSet":
+        out.restarts = int(status.get("restarts") or 0)
+        max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
+        out.max_restarts = max_restarts if isinstance(max_restarts, int) else None
+        counts = {item.get("name"): item for item in status.get("replicatedJobsStatus") or [] if isinstance(item, dict)}
+        for rjob in spec.get("replicatedJobs") or []:
+            replicas = int(rjob.get("replicas", 1) or 0)
+            parallelism = int((((rjob.get("template") or {}).get("spec") or {}).get("parallelism", 1)) or 0)
+            out.pods_expected += replicas * parallelism
+            seen = counts.get(rjob.get("name"), {})
+            out.jobs.append(ReplicatedJob(rjob.get("name", ""), replicas, *(int(seen.get(k) or 0) for k in
+                                                                            ("ready", "active", "succeeded", "failed",
+                                                                             "suspended"))))
+        done, failed = conds.get("Completed"), conds.get("Failed")
+    else:
+        out.pods_expected = int(spec.get("parallelism", 1) or 0)
+        out.jobs.append(ReplicatedJob(meta.get("name", ""), 1, int(status.get("ready") or 0),
+                                      int(status.get("active") or 0), int(status.get("succeeded") or 0),
+                                      int(status.get("failed") or 0), 0))
+        done, failed = conds.get("Complete"), conds.get("Failed")
+    suspended = conds.get("Suspended")
+    if done and done.true:
+        out.state, out.reason, out.message, out.since = "Completed", done.reason, done.message, done.time
+    elif failed and failed.true:
+        out.state, out.reason, out.message, out.since = "Failed", failed.reason, failed.message, failed.time
+    elif (suspended and suspended.true) or (spec.get("suspend") is True and not (suspended and not suspended.true)):
+        out.state = "Suspended"
+        if suspended:
+            out.reason, out.message, out.since = suspended.reason, suspended.message, suspended.time
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pods
+
+
+@dataclass
+class PodProblem:
+    """Why one pod is unhealthy: `reason` is a short key (FailedScheduling, ImagePullBackOff, OOMKilled, …),
+    `words` the explanation, `at` when (API time), `fatal` whether it stops the run by itself."""
+
+    pod: str
+    reason: str
+    words: str
+    container: str = ""
+    exit_code: int | None = None
+    at: str = ""
+    fatal: bool = True
+    rank: int | None = None
+
+    def as_json(self) -> dict:
+        return {"pod": self.pod, "reason": self.reason, "message": self.words, "container": self.container,
+                "exit_code": self.exit_code, "at": self.at, "rank": self.rank}
+
+
+_NODES_AVAILABLE = re.compile(r"^(\d+)/(\d+) nodes are available: (.*)$")
+
+
+def condense_scheduling(message: str) -> str:
+    """The scheduler's FailedScheduling message, short: `0/54 nodes available: 53 Insufficient nvidia.com/gpu,
+    1 untolerated taint {nvidia.com/gpu: present}` (reasons by count, the preemption part dropped)."""
+    text = _one_line(message)
+    text = re.split(r"\.?\s*preemption: ", text, maxsplit=1)[0].rstrip(".")
+    match = _NODES_AVAILABLE.match(text)
+    if not match:
+        return text
+    parts = []
+    for part in re.split(r",\s*(?=\d+ )", match.group(3)):
+        count, _, what = part.strip().rstrip(".").partition(" ")
+        what = (what.replace("node(s) had ", "").replace("node(s) didn't match Pod's ", "didn't match ")
+                .replace("node(s) didn't ", "didn't ").replace("node(s) were ", "").replace("node(s) ", ""))
+        parts.append((int(count) if count.isdigit() else 0, what))
+    parts.sort(key=lambda p: -p[0])
+    return f"{match.group(1)}/{match.group(2)} nodes available: " + ", ".join(f"{n} {what}" for n, what in parts)
+
+
+def pod_rank(pod: dict) -> int | None:
+    """The pod's rank: its Job completion index (node rank of the training)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    value = labels.get(COMPLETION_INDEX) or (meta.get("annotations") or {}).get(COMPLETION_INDEX)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def pod_job_index(pod: dict) -> int:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    value = labels.get(JOBSET_JOB_INDEX, "0")
+    return int(value) if str(value).isdigit() else 0
+
+
+def _terminated_words(term: dict) -> tuple[str, int | None, str]:
+    code = term.get("exitCode")
+    reason = term.get("reason") or ""
+    signal = SIGNALS.get(code) if isinstance(code, int) else None
+    words = f"exit code {code}" + (f" ({signal})" if signal else "")
+    if term.get("signal"):
+        words += f", signal {term['signal']}"
+    message = _one_line(term.get("message") or "")
+    if message:
+        words += f": {message[:200]}"
+    return words, code if isinstance(code, int) else None, reason
+
+
+def pod_problem(pod: dict, workload_container: str = "workload") -> PodProblem | None:
+    """Why this pod is unhealthy, or None when it is not (running, succeeded, or starting normally)."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    name = meta.get("name", "")
+    rank = pod_rank(pod)
+    phase = status.get("phase", "")
+    if status.get("reason") == "Evicted":
+        return PodProblem(name, "Evicted", f"evicted: {_one_line(status.get('message') or '')}".rstrip(": "),
+                          at=_pod_time(status), rank=rank)
+    conds = conditions(pod)
+    scheduled = conds.get("PodScheduled")
+    if phase == "Pending" and scheduled and not scheduled.true:
+        if scheduled.reason == "SchedulingGated":
+            gates = ", ".join(g.get("name", "") for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+            return PodProblem(name, "SchedulingGated", f"waiting for scheduling gate(s) {gates or '?'}",
+                              at=scheduled.time, fatal=False, rank=rank)
+        return PodProblem(name, "FailedScheduling", condense_scheduling(scheduled.message) or scheduled.reason,
+                          at=scheduled.time, fatal=False, rank=rank)
+    statuses = [("init", s) for s in status.get("initContainerStatuses") or []] + \
+               [("main", s) for s in status.get("containerStatuses") or []]
+    # the training container first: its trouble is the one that matters
+    statuses.sort(key=lambda item: item[1].get("name") != workload_container)
+    for _, cstatus in statuses:
+        state = cstatus.get("state") or {}
+        last = (cstatus.get("lastState") or {}).get("terminated") or {}
+        container = cstatus.get("name", "")
+        waiting = state.get("waiting") or {}
+        if waiting.get("reason") in WAITING_FAILURES:
+            reason = waiting["reason"]
+            words = WAITING_FAILURES[reason]
+            detail = _one_line(waiting.get("message") or "")
+            if reason == "CrashLoopBackOff" and last:
+                term_words, code, term_reason = _terminated_words(last)
+                reason_word = f"{term_reason}, " if term_reason and term_reason != "Error" else ""
+                words += f" (restarted {cstatus.get('restartCount', 0)}x; last: {reason_word}{term_words})"
+                if term_reason == "OOMKilled":
+                    return PodProblem(name, "OOMKilled", f"out of memory (OOMKilled), {words}", container, code,
+                                      last.get("finishedAt", ""), rank=rank)
+                return PodProblem(name, reason, words, container, code, last.get("finishedAt", ""), rank=rank)
+            if detail:
+                words += f": {detail[:300]}"
+            return PodProblem(name, reason, words, container, at=_pod_time(status), rank=rank)
+        term = state.get("terminated") or {}
+        if term and term.get("exitCode", 0) != 0:
+            words, code, reason = _terminated_words(term)
+            if reason == "OOMKilled":
+                return PodProblem(name, "OOMKilled", f"out of memory (OOMKilled), {words}", container, code,
+                                  term.get("finishedAt", ""), rank=rank)
+            return PodProblem(name, "Error", words, container, code, term.get("finishedAt", ""), rank=rank)
+        if last.get("reason") == "OOMKilled" and phase == "Running":
+            words, code, _ = _terminated_words(last)
+            return PodProblem(name, "OOMKilled", f"was out of memory (OOMKilled) and restarted, {words}", container,
+                              code, last.get("finishedAt", ""), fatal=False, rank=rank)
+    if phase == "Failed":
+        message = _one_line(status.get("message") or "")
+        return PodProblem(name, status.get("reason") or "Failed", message or "the pod failed", at=_pod_time(status),
+                          rank=rank)
+    return None
+
+
+def _pod_time(status: dict) -> str:
+    times = [c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("lastTransitionTime")]
+    return max(times) if times else status.get("startTime", "")
+
+
+@dataclass
+class ProblemGroup:
+    """Pods with the same reason and message: one line for 400 pods that cannot be scheduled."""
+
+    reason: str
+    words: str
+    pods: list[str]
+    at: str = ""
+    fatal: bool = True
+    exit_code: int | None = None
+    container: str = ""
+
+    def as_json(self) -> dict:
+        return {"reason": self.reason, "message": self.words, "pods": self.pods, "count": len(self.pods),
+                "at": self.at, "exit_code": self.exit_code, "container": self.container}
+
+
+@dataclass
+class PodSummary:
+    """The pods of a release: counts by phase, ready, restarts, and the unhealthy ones grouped."""
+
+    total: int = 0
+    phases: dict[str, int] = field(default_factory=dict)
+    ready: int = 0
+    restarts: int = 0
+    problems: list[PodProblem] = field(default_factory=list)
+    groups: list[ProblemGroup] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {"total": self.total, "phases": self.phases, "ready": self.ready, "restarts": self.restarts,
+                "problems": [g.as_json() for g in self.groups]}
+
+    def counts(self) -> str:
+        order = ("Running", "Pending", "Succeeded", "Failed", "Unknown")
+        parts = [f"{self.phases[p]} {p}" for p in order if self.phases.get(p)]
+        parts += [f"{n} {p}" for p, n in sorted(self.phases.items()) if p not in order]
+        return ", ".join(parts) or "none"
+
+
+# Which reason explains a group first (the most actionable at the top)
+_ORDER = ("OOMKilled", "Error", "Evicted", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
+          "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff", "Failed",
+          "FailedScheduling", "SchedulingGated")
+
+
+def summarize_pods(pods: list[dict], workload_container: str = "workload") -> PodSummary:
+    out = PodSummary()
+    for pod in pods:
+        status = pod.get("status") or {}
+        phase = status.get("phase") or "Unknown"
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            phase = "Terminating"
+        out.total += 1
+        out.phases[phase] = out.phases.get(phase, 0) + 1
+        statuses = status.get("containerStatuses") or []
+        out.restarts += sum(int(s.get("restartCount") or 0) for s in statuses)
+        if statuses and all(s.get("ready") for s in statuses):
+            out.ready += 1
+        problem = pod_problem(pod, workload_container)
+        if problem:
+            out.problems.append(problem)
+    groups: dict[tuple, ProblemGroup] = {}
+    for problem in out.problems:
+        key = (problem.reason, problem.words)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = ProblemGroup(problem.reason, problem.words, [], problem.at, problem.fatal,
+                                               problem.exit_code, problem.container)
+        group.pods.append(problem.pod)
+        group.at = min(group.at, problem.at) if group.at and problem.at else group.at or problem.at
+    rank = {reason: index for index, reason in enumerate(_ORDER)}
+    # the earliest failure first: the pod that failed first usually caused the others
+    out.groups = sorted(groups.values(), key=lambda g: (not g.fatal, rank.get(g.reason, len(rank)), g.at or "~"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Events
+
+
+@dataclass
+class EventLine:
+    """A Warning event (or several merged), as one line."""
+
+    at: str
+    kind: str
+    name: str
+    reason: str
+    message: str
+    count: int = 1
+
+    def as_json(self) -> dict:
+        return {"at": self.at, "object": f"{self.kind}/{self.name}", "reason": self.reason, "message": self.message,
+                "count": self.count}
+
+    def text(self) -> str:
+        times = f" (x{self.count})" if self.count > 1 else ""
+        message = condense_scheduling(self.message) if self.reason == "FailedScheduling" else self.message
+        return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
+
+
+def warning_events(events: list[dict], names: set[str], uids: set[str] = frozenset(), limit: int = 8) -> list[EventLine]:
+    """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
+    message on many pods of the release is one line with the count summed."""
+    merged: dict[tuple, EventLine] = {}
+    for event in events:
+        if event.get("type") != "Warning":
+            continue
+        obj = event.get("involvedObject") or event.get("regarding") or {}
+        if obj.get("name") not in names and obj.get("uid") not in uids:
+            continue
+        count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
+        at = event.get("lastTimestamp") or (event.get("series") or {}).get("lastObservedTime") or \
+            event.get("eventTime") or event.get("firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp", "")
+        message = _one_line(event.get("message") or event.get("note") or "")
+        key = (obj.get("kind", ""), event.get("reason", ""), message if obj.get("kind") != "Pod" else
+               condense_scheduling(message))
+        line = merged.get(key)
+        if line is None:
+            merged[key] = EventLine(at or "", obj.get("kind", ""), obj.get("name", ""), event.get("reason", ""),
+                                    message, count)
+        else:
+            line.count += count
+            if (at or "") > line.at:
+                line.at, line.name = at, obj.get("name", "")
+    return sorted(merged.values(), key=lambda e: e.at, reverse=True)[:limit]

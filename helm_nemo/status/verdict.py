@@ -1,0 +1,162 @@
+"""One line per release, and the exit code: 0 healthy or completed, 1 failed or stalled, 3 not found.
+
+States, in the order they are decided:
+
+    NotFound   nothing of the release in the namespace (no JobSet/Job, pod or claim)     exit 3
+    Completed  the JobSet/Job completed                                                  exit 0
+    Failed     the JobSet/Job failed, or a pod failed for good (OOMKilled, exit code,
+               evicted, image pull failure, crash loop, bad container config)          exit 1
+    Stalled    training runs but no step for longer than the stall limit               exit 1
+    Queued     suspended: Kueue has not admitted it (pending on quota / topology / …)  exit 0
+    Suspended  suspended, no Kueue Workload                                            exit 0
+    Pending    pods waiting to be scheduled (FailedScheduling) or to start             exit 0
+    Running    pods running (with the progress when the log shows steps)               exit 0
+    Ready      a release without a job (storage, supervisor) whose pods/claims are up  exit 0
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from helm_nemo.status.cluster import ReleaseStatus
+from helm_nemo.status.objects import clock
+from helm_nemo.status.progress import duration
+
+EXIT_OK, EXIT_FAILED, EXIT_NOT_FOUND = 0, 1, 3
+FAILED_STATES = ("Failed", "Stalled")
+
+
+@dataclass
+class Verdict:
+    """The state of a release and its one-line verdict."""
+
+    state: str
+    line: str
+
+    @property
+    def exit_code(self) -> int:
+        if self.state in FAILED_STATES:
+            return EXIT_FAILED
+        return EXIT_NOT_FOUND if self.state == "NotFound" else EXIT_OK
+
+
+def figures(status: ReleaseStatus) -> str:
+    """`1234/5000 steps, 4.1 s/step, 402 TFLOPS/GPU, MFU 41 %, 1.2 M tokens/s, ETA 4 h 22 m`."""
+    p = status.progress
+    if p is None:
+        return ""
+    parts = [f"{p.steps_done}/{p.max_steps} steps" if p.max_steps else f"step {p.steps_done}"]
+    if p.step_time_s is not None:
+        parts.append(f"{_num(p.step_time_s)} s/step")
+    if p.tflops_per_gpu is not None:
+        parts.append(f"{p.tflops_per_gpu:.0f} TFLOPS/GPU")
+    if p.mfu is not None:
+        parts.append(f"MFU {p.mfu * 100:.1f} %")
+    if p.tokens_per_s is not None:
+        parts.append(f"{_si(p.tokens_per_s)} tokens/s")
+    if p.eta_s is not None and p.max_steps and p.steps_done < p.max_steps:
+        parts.append(f"ETA {duration(p.eta_s)}")
+    return ", ".join(parts)
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def _si(value: float) -> str:
+    for limit, suffix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if value >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _first_failure(status: ReleaseStatus) -> str:
+    """`pod r-workload-0-3 OOMKilled at 12:04` and, when the logs tell, `NCCL WARN … in rank 3`."""
+    words = []
+    fatal = [g for g in status.pods.groups if g.fatal]
+    if fatal:
+        group = fatal[0]
+        who = f"pod {group.pods[0]}" + (f" (+{len(group.pods) - 1} more)" if len(group.pods) > 1 else "")
+        at = f" at {clock(group.at)}" if clock(group.at) else ""
+        detail = group.words if group.reason in ("Error", "Failed", "Evicted") else group.reason
+        if group.reason in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError"):
+            detail = f"{group.reason} ({group.words})"
+        words.append(f"{who} {detail}{at}")
+    if status.hits:
+        from helm_nemo.status.signatures import group as group_hits
+
+        found = group_hits(status.hits)[0]
+        first = found.first
+        where = f" in rank {first.rank}" if first.rank else f" in {first.pod}"
+        words.append(f"{found.signature.id}: {core(first.text)}{where}")
+    return ", ".join(words)
+
+
+_LINE_PREFIX = re.compile(r"^(\s*\[[^\]]*\]:?)+\s*|^\S+:\d+:\d+ \[\d+\] ")
+
+
+def core(line: str, width: int = 100) -> str:
+    """A log line without its launcher/logger prefixes (`[default3]:[rank27]:[E1125 12:04:11 X.cpp:616]`),
+    cut to `width` characters."""
+    text = _LINE_PREFIX.sub("", line).strip() or line.strip()
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def verdict(status: ReleaseStatus) -> Verdict:
+    work, pods, kueue, p = status.workload, status.pods, status.kueue, status.progress
+    if not status.found:
+        return Verdict("NotFound", f"not found in namespace {status.namespace}")
+    if work is not None and work.state == "Completed":
+        done = f"{p.steps_done} steps" if p else ""
+        return Verdict("Completed", "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "")
+                       + (f": {done}" if done else ""))
+    fatal = [g for g in pods.groups if g.fatal]
+    if work is not None and work.state == "Failed":
+        why = _first_failure(status) or f"{work.reason}: {work.message}".strip(": ")
+        return Verdict("Failed", f"Failed: {why}")
+    if fatal:
+        return Verdict("Failed", f"Failed: {_first_failure(status)}")
+    if p is not None and p.stalled:
+        last = f"last step {p.steps_done}" + (f"/{p.max_steps}" if p.max_steps else "") + \
+               (f" at {p.last_step_at.strftime('%H:%M')}" if p.last_step_at else "")
+        return Verdict("Stalled", f"Stalled: no training step for {duration(p.since_last_s)} (limit "
+                                  f"{duration(p.stall_after_s)}), {last}")
+    if work is not None and work.state == "Suspended":
+        if kueue is not None and kueue.state != "admitted":
+            return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
+        if work.queue:
+            return Verdict("Queued", f"Queued: no Kueue Workload yet for queue {work.queue} (is Kueue running, and "
+                                     f"the LocalQueue {work.queue} in namespace {status.namespace}?)")
+        return Verdict("Suspended", "Suspended" + (f": {work.message}" if work.message else " (spec.suspend)"))
+    if work is not None and kueue is not None and kueue.state == "pending" and pods.total == 0:
+        return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
+    running = pods.phases.get("Running", 0)
+    expected = work.pods_expected if work is not None else pods.total
+    unscheduled = [g for g in pods.groups if g.reason in ("FailedScheduling", "SchedulingGated")]
+    if unscheduled:
+        group = unscheduled[0]
+        count = sum(len(g.pods) for g in unscheduled)
+        return Verdict("Pending", f"Pending: {count}/{expected} pods not scheduled: {group.words}")
+    if work is None:
+        if pods.total and pods.ready == pods.total:
+            return Verdict("Ready", f"Ready: {pods.ready}/{pods.total} pods ready")
+        pending_claims = [n for n, phase in status.claims.items() if phase != "Bound"]
+        if not pods.total and status.claims:
+            if pending_claims:
+                return Verdict("Pending", f"Pending: claim(s) {', '.join(pending_claims)} not bound")
+            return Verdict("Ready", f"Ready: {len(status.claims)} claim(s) bound")
+        return Verdict("Pending", f"Pending: {pods.ready}/{pods.total} pods ready ({pods.counts()})")
+    if running < expected:
+        return Verdict("Pending", f"Pending: {running}/{expected} pods running ({pods.counts()})")
+    restarted = f" (the set restarted {work.restarts}x)" if work.restarts else ""
+    if p is not None:
+        return Verdict("Running", f"Running {figures(status)}{restarted}")
+    return Verdict("Running", f"Running: {running}/{expected} pods, no training step in the log yet{restarted}")
+
+
+def exit_code(verdicts: list[Verdict]) -> int:
+    codes = [v.exit_code for v in verdicts]
+    if EXIT_FAILED in codes:
+        return EXIT_FAILED
+    return EXIT_NOT_FOUND if EXIT_NOT_FOUND in codes else EXIT_OK
