@@ -115,6 +115,10 @@ DEFAULT_RESOURCES = [
     _r("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
 ]
 
+# Groups the API server itself serves (not CRDs): their list items come without apiVersion/kind.
+BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "storage.k8s.io", "scheduling.k8s.io",
+                  "apiextensions.k8s.io", "resource.k8s.io", "authorization.k8s.io", "networking.k8s.io", "policy"}
+
 # Virtual resources: POST-only, answered, never stored (authorization.k8s.io).
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
@@ -1122,11 +1126,17 @@ class KubeEmulator:
                 if not selectors:  # with selectors the API server does not know how many remain
                     meta["remainingItemCount"] = len(keys) - limit
             keys = chosen
+            # The items of a built-in kind's list carry no apiVersion/kind (the list says it); custom
+            # resources' items keep theirs, as the API server serves them.
+            if res.group in BUILTIN_GROUPS:
+                items = [{k: v for k, v in store[key].items() if k not in ("apiVersion", "kind")} for key in keys]
+            else:
+                items = [store[key] for key in keys]
             if encoded:
                 return json.dumps({"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
-                                   "items": [store[k] for k in keys]}).encode()
-            items = [copy.deepcopy(store[k]) for k in keys]
-            return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta, "items": items}
+                                   "items": items}).encode()
+            return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
+                    "items": copy.deepcopy(items)}
 
     @staticmethod
     def _selected(obj: dict, query: dict) -> bool:
@@ -1172,7 +1182,8 @@ class KubeEmulator:
         with self._cond:
             start_rv = query.get("resourceVersion") or "0"
             if query.get("sendInitialEvents") == "true" or start_rv in ("", "0"):
-                pending = [{"type": "ADDED", "object": o} for o in self.list(res, ns, query)["items"]]
+                pending = [{"type": "ADDED", "object": copy.deepcopy(o)} for (ons, _), o in sorted(self._store[res].items())
+                           if (ns is None or ons == ns) and self._selected(o, query)]  # events carry kind
                 cursor = len(self._events)
                 if query.get("sendInitialEvents") == "true":
                     pending.append({"type": "BOOKMARK", "object": {

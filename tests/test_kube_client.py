@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -257,3 +258,33 @@ def test_kube_package_is_not_imported_by_other_commands():
             "print(any(m.startswith('helm_nemo.kube') for m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(not shutil.which("kubectl"), reason="no kubectl to compare with")
+@pytest.mark.parametrize("case", ["current", "context-flag", "env-context", "namespace", "first-file-wins"])
+def test_resolution_agrees_with_kubectl(tmp_path, case):
+    """client-go's own resolution (kubectl config view --minify) and ours pick the same server, user and
+    namespace for the same files, variables and flags."""
+    a = kubeconfig(tmp_path / "a", current="ctx-a", clusters={"c": {"server": "https://a.example:6443"}},
+                   users={"u": {"token": "from-a"}, "v": {"token": "only-a"}},
+                   contexts={"ctx-a": {"cluster": "c", "user": "u", "namespace": "team"},
+                             "ctx-v": {"cluster": "c", "user": "v"}})
+    b = kubeconfig(tmp_path / "b", current="ctx-b", clusters={"c": {"server": "https://b.example"},
+                                                              "d": {"server": "https://d.example"}},
+                   users={"u": {"token": "from-b"}}, contexts={"ctx-b": {"cluster": "d", "user": "u", "namespace": "nb"}})
+    paths = {"first-file-wins": f"{b}{os.pathsep}{a}"}.get(case, f"{a}{os.pathsep}{tmp_path / 'missing'}{os.pathsep}{b}")
+    env = {"KUBECONFIG": paths, "HOME": str(tmp_path)}
+    flags = {"context-flag": ["--context", "ctx-b"], "env-context": ["--context", "ctx-v"],
+             "namespace": ["--namespace", "given"]}.get(case, [])
+    ours_flags = [f.replace("--context", "--kube-context") for f in flags]
+    ours_env = dict(env)
+    if case == "env-context":  # what helm gives a plugin for --kube-context
+        ours_flags, ours_env["HELM_KUBECONTEXT"] = [], "ctx-v"
+    proc = subprocess.run(["kubectl", "config", "view", "--minify", "--raw", "-o", "json", *flags],
+                          env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    view = json.loads(proc.stdout)
+    context = view["contexts"][0]["context"]
+    theirs = (view["clusters"][0]["cluster"]["server"], view["users"][0]["user"].get("token"),
+              flags[1] if case == "namespace" else context.get("namespace") or "default")
+    config = resolve(ours_flags, ours_env)
+    assert (config.server, config.token, config.namespace) == theirs

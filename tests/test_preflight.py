@@ -533,3 +533,39 @@ def test_install_runs_preflight_first(helm, tmp_path):
         proc = nemo(["upgrade", "--values", str(RECIPE), *NS], env)
         assert proc.returncode == 0, proc.stderr
         assert "ok    release.name" in proc.stderr and "[3/3] upgrade llama31-405b" in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# as a helm plugin: helm hands the cluster settings down (-n, --kube-context as HELM_NAMESPACE, HELM_KUBECONTEXT)
+
+
+@pytest.fixture(scope="module")
+def plugin_home(helm, tmp_path_factory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp(f"preflight-plugin-{helm.name}")
+    env = dict(helm.env)
+    for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
+        env[name] = str(home / name.lower())
+    proc = subprocess.run([str(helm.binary), "plugin", "install", str(ROOT)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return env
+
+
+def test_helm_nemo_preflight_as_a_plugin_uses_helms_settings(helm, plugin_home, tmp_path):
+    with KubeEmulator() as kube:
+        states.healthy_a3ultra(kube)
+        env = {**cluster_env(plugin_home, kube, tmp_path), **VARS}
+        kubeconfig = json.loads(Path(env["KUBECONFIG"]).read_text())
+        # a second context, current, pointing nowhere: only --kube-context reaches the emulator
+        kubeconfig["contexts"].append({"name": "elsewhere", "context": {"cluster": "nowhere", "user": "emulator"}})
+        kubeconfig["clusters"].append({"name": "nowhere", "cluster": {"server": "https://127.0.0.1:1"}})
+        kubeconfig["current-context"] = "elsewhere"
+        (tmp_path / "two-contexts").write_text(json.dumps(kubeconfig))
+        env["KUBECONFIG"] = str(tmp_path / "two-contexts")
+        env.pop("HELM_BIN", None)
+        proc = subprocess.run([str(helm.binary), "nemo", "preflight", "--values", str(RECIPE), "-n", "ml-team",
+                               "--kube-context", "emulator", "-o", "json"], env=env, cwd=ROOT, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+        document = json.loads(proc.stdout)
+        assert (document["context"], document["namespace"]) == ("emulator", "ml-team")
+        assert any(r.path == "/api/v1/namespaces/ml-team" for r in kube.requests)

@@ -90,7 +90,7 @@ class KubeClient:
                 conn.set_tunnel(self.host, self.port)
         else:
             conn = http.client.HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
-            conn._helm_nemo_proxied = bool(proxy)
+            conn._helm_nemo_proxied = bool(proxy)  # absolute URIs through a plain proxy
         self._local.conn = conn
         return conn
 
@@ -218,7 +218,7 @@ class KubeClient:
         def fetch(into: dict, page_params: dict) -> None:
             try:
                 into["answer"] = self.request("GET", path, page_params)
-            except BaseException as err:
+            except BaseException as err:  # raised in the caller's thread
                 into["error"] = err
 
         fetch(fetched, dict(params))

@@ -113,6 +113,6 @@ def served(facts, releases, options) -> list[Result]:
 def _other_versions(facts, group: str, api: str) -> list[str]:
     try:
         versions = facts._once("groups", facts.client.groups).get(group) or []
-    except Exception:
+    except Exception:  # only a better hint
         return []
     return [f"{group}/{v}" for v in versions if f"{group}/{v}" != api]

@@ -131,6 +131,9 @@ def _workload(facts, release, workload, per_pod: dict[str, Decimal], gpu: str, n
             matching.append(node)
         else:
             reasons[reason] = reasons.get(reason, 0) + 1
+    if not nodes:
+        return [Result("capacity.nodes", FAIL, f"{label}: the cluster has no nodes",
+                       f"create the {release.accelerator or 'GPU'} node pool", release.name)]
     if not matching:
         selector = workload.spec.get("nodeSelector") or {}
         common = sorted(reasons.items(), key=lambda kv: -kv[1])

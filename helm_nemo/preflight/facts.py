@@ -53,7 +53,7 @@ class Facts:
         def run():
             try:
                 self._once(key, read)
-            except Exception:
+            except Exception:  # kept in the cache, raised to the reader
                 pass
 
         thread = threading.Thread(target=run, daemon=True)

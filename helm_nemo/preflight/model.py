@@ -62,7 +62,7 @@ class Workload:
                 for name, value in amounts.items():
                     try:
                         amount = parse_quantity(value)
-                    except Exception:
+                    except Exception:  # the manifest check reports bad quantities
                         amount = None
                     if amount is None:
                         continue

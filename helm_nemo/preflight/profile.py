@@ -43,7 +43,7 @@ def networks(facts, releases, options) -> list[Result]:
         api = spec["apiVersion"]
         if facts.served(api, spec["kind"]) is None:
             results.append(Result("profile.networks", verdict, f"{spec['kind']} ({api}) is not served, but "
-                                  f"{first(wanted.values(), 1)} uses networks {first(wanted)}",
+                                  f"{first(dict.fromkeys(wanted.values()), 1)} uses networks {first(sorted(wanted), 9)}",
                                   profile_hint(release, api.rpartition('/')[0], "enable multi-networking"), release.name))
             continue
         missing, params_missing = [], []
@@ -63,7 +63,8 @@ def networks(facts, releases, options) -> list[Result]:
             if params_missing:
                 parts.append(f"{spec['paramsKind']} missing for {', '.join(params_missing)}")
             why = "" if verdict == FAIL else " (the pods use the host network: the nodes may lack these NICs)"
-            results.append(Result("profile.networks", verdict, f"{first(wanted.values(), 1)}: {'; '.join(parts)}{why}",
+            results.append(Result("profile.networks", verdict, f"{first(dict.fromkeys(wanted.values()), 1)}: "
+                                  f"{'; '.join(parts)}{why}",
                                   profile_hint(release, spec["kind"], f"create the {spec['kind']} and "
                                                f"{spec.get('paramsKind')} objects for the node pool's networks"),
                                   release.name))

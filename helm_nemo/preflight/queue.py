@@ -162,5 +162,5 @@ def _quantity(value) -> Decimal:
 
     try:
         return parse_quantity(value) or Decimal(0) if value is not None else Decimal(0)
-    except Exception:
+    except Exception:  # not a quantity: no amount
         return Decimal(0)

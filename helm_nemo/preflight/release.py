@@ -25,12 +25,13 @@ def _driver() -> str:
     return (os.environ.get("HELM_DRIVER") or "secret").lower()
 
 
-def _record(obj: dict) -> dict:
-    """helm's release record: base64(gzip(JSON)) in data.release (a Secret's data is base64 once more)."""
+def _record(obj: dict, kind: str) -> dict:
+    """helm's release record: base64(gzip(JSON)) in data.release (a Secret's data is base64 once more).
+    `kind`: what was listed (items of a list carry no kind of their own)."""
     raw = (obj.get("data") or {}).get("release", "")
     try:
         data = base64.b64decode(raw)
-        if obj.get("kind") == "Secret":
+        if kind == "Secret":
             data = base64.b64decode(data)
         return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
     except (ValueError, OSError):
@@ -58,7 +59,7 @@ def release_name(facts, releases, options) -> list[Result]:
         latest = max(records, key=lambda o: int((o.get("metadata", {}).get("labels") or {}).get("version", "0") or 0))
         labels = latest.get("metadata", {}).get("labels") or {}
         status, revision = labels.get("status", "?"), labels.get("version", "?")
-        chart = (_record(latest).get("chart") or {}).get("metadata") or {}
+        chart = (_record(latest, kind).get("chart") or {}).get("metadata") or {}
         ours = chart.get("name") and chart.get("name") == _chart_name(release)
         what = f"{release.name} is installed in {release.namespace} (revision {revision}, {status}" + \
                (f", chart {chart.get('name')} {chart.get('version', '')}".rstrip() if chart.get("name") else "") + ")"
