@@ -136,7 +136,7 @@ CASES: list = [
     Case("yaml-undefined-alias", HEAD + "workload:\n  gpus: *count\n  image: img:1\n", "5:9", "$",
          "invalid YAML: ", hint="check indentation and quoting"),
     Case("yaml-unknown-tag", HEAD + "workload:\n  gpus: !foo 16\n  image: img:1\n", "5:9", "$.workload.gpus",
-         "cannot read this value", hint="remove the tag"),
+         "the YAML tag !foo is not allowed in values", hint="remove the tag"),
     Case("yaml-explicit-int-tag-on-a-word", HEAD + "workload:\n  gpus: !!int sixteen\n  image: img:1\n", "5:3",
          "$.workload.gpus", "'sixteen' is not of type 'integer'"),
     Case("yaml-infinity", HEAD + "workload:\n  gpus: .inf\n  image: img:1\n", "5:9", "$.workload.gpus",
@@ -273,7 +273,7 @@ CASES: list = [
     Case("values-file-missing", MISSING, None, "$", "values file not found"),
     Case("values-file-is-a-directory", None, None, "$", "is a directory", values_name="dir.yaml",
          files={"dir.yaml": DIRECTORY}),
-    Case("values-file-not-utf8", b"release: caf\xe9\n", None, "$", "not UTF-8 text"),
+    Case("values-file-not-utf8", b"release: caf\xe9\n", "1:13", "$", "not UTF-8 text (byte 0xe9 at offset 12"),
     # --- files: ----------------------------------------------------------------------------------
     Case("files-missing", BASE + "files:\n  workload_launcher: nope.sh\n", "8:3", "$.files.workload_launcher",
          "file 'nope.sh' not found", hint="relative to the values file"),
@@ -635,6 +635,74 @@ CASES: list = [
          "the values file is larger than 4 MiB"),
     Case("limit-stdin-over-4-mib", None, None, "$", "the values file is larger than 4 MiB",
          stdin="a: |\n" + "  xxxxxxxxxxxxxx\n" * (4 * 2**20 // 17 + 10), in_file="<stdin>", library=False),
+    # === issue 27: hardening ====================================================================
+    # --- integers bounded: a GPU count of 2^63 reached helm (int64 overflow in the chart) --------------
+    Case("int-gpus-2-to-the-63", HEAD + "workload:\n  gpus: 9223372036854775808\n  image: img:1\n", "5:3",
+         "$.workload.gpus", "9223372036854775808 is greater than the maximum of 1048576", expected="maximum 1048576"),
+    Case("int-gpus-2-to-the-63-in-template", HEAD + "workload:\n  gpus: 9223372036854775808\n  image: img:1\n", "5:3",
+         "$.workload.gpus", "is greater than the maximum", command="template"),
+    Case("int-backoff-limit-over-int32", BASE + "  backoffLimit: 2147483648\n", "7:3", "$.workload.backoffLimit",
+         "is greater than the maximum of 2147483647"),
+    Case("int-supervisor-port-like-field", "chart: supervisor\nrelease: sup\nheartbeat_timeout_s: 9223372036854775807\n",
+         "3:1", "$.heartbeat_timeout_s", "is greater than the maximum of 2147483647"),
+    Case("int-negative-2-to-the-63", BASE + "  ttlSecondsAfterFinished: -9223372036854775808\n", "7:3",
+         "$.workload.ttlSecondsAfterFinished", "is less than the minimum of 0"),
+    Case("int-argument-beyond-float64", BASE + "  arguments: [18446744073709551615]\n", "7:15",
+         "$.workload.arguments[0]", "is greater than the maximum of 9007199254740991"),
+    # --- nested Kubernetes objects are closed ----------------------------------------------------------
+    Case("nested-unknown-key-in-value-from", BASE + "  envs:\n    - name: T\n      valueFrom:\n"
+         "        secretKeyRef: {name: s, key: k, namespace: other}\n", "10:41",
+         "$.workload.envs[0].valueFrom.secretKeyRef.namespace", "unknown key 'namespace'"),
+    Case("nested-unknown-source-in-value-from", BASE + "  envs:\n    - name: T\n      valueFrom:\n        vaultRef: x\n",
+         "10:9", "$.workload.envs[0].valueFrom.vaultRef", "unknown key 'vaultRef'"),
+    Case("nested-unknown-key-in-affinity", BASE + "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n"
+         "      nodeSelectorTerms:\n        - matchExpressions: [{key: a, operator: In, values: [b], valeus: [c]}]\n",
+         "11:66", "$.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+         ".matchExpressions[0].valeus", "unknown key 'valeus'", hint="did you mean 'values'?"),
+    Case("nested-affinity-misspelt", BASE + "affinity:\n  nodeAfinity: {}\n", "8:3", "$.affinity.nodeAfinity",
+         "unknown key 'nodeAfinity'", hint="did you mean 'nodeAffinity'?"),
+    Case("nested-unknown-key-in-a-toleration", "chart: supervisor\nrelease: sup\ntolerations:\n"
+         "  - {key: a, operator: Exists, efect: NoSchedule}\n", "4:32", "$.tolerations[0].efect", "unknown key 'efect'",
+         hint="did you mean 'effect'?"),
+    Case("nested-object-in-a-legacy-key", BASE + "  arguments[]: {a: 1}\n", "7:3", "$.workload.arguments[]",
+         "is not of type 'null', 'string', 'array'"),
+    # --- the pod-variable scope is per release -----------------------------------------------------------
+    Case("scope-another-release-defines-the-name",
+         recipe(release("a", "      workload:\n        gpus: 16\n        image: 'img:1'\n"
+                             "        envs: [{name: MY_VAR, value: v}]\n"),
+                release("b", "      workload:\n        gpus: 16\n        image: 'img:1'\n"
+                             "        arguments: ['--x=${MY_VAR}']\n")), "18:21",
+         "$.releases[1].values.workload.arguments[0]", "variable MY_VAR is not set"),
+    # --- YAML tags and merge keys --------------------------------------------------------------------
+    Case("yaml-python-tag-on-a-scalar", BASE + "queue: !!python/object/apply:os.system [id]\n", "7:8", "$.queue",
+         "the YAML tag !!python/object/apply:os.system is not allowed"),
+    Case("yaml-python-tag-on-a-mapping", BASE + "network: !!python/object:os.system {hostNetwork: true}\n", "7:10",
+         "$.network", "the YAML tag !!python/object:os.system is not allowed"),
+    Case("yaml-local-tag-on-a-sequence", BASE + "targetNodes: !nodes [a, b]\n", "7:14", "$.targetNodes",
+         "the YAML tag !nodes is not allowed"),
+    Case("yaml-binary-tag", BASE + "queue: !!binary cXVldWU=\n", "7:8", "$.queue", "the YAML tag !!binary is not allowed"),
+    Case("yaml-timestamp-tag", BASE + "queue: !!timestamp 2026-01-01\n", "7:8", "$.queue",
+         "the YAML tag !!timestamp is not allowed"),
+    Case("yaml-tag-on-a-key", BASE + "network:\n  !!python/name:os.system hostNetwork: true\n", "8:3", "$.network",
+         "the YAML tag !!python/name:os.system is not allowed"),
+    Case("yaml-merge-key-with-a-scalar", BASE + "network:\n  <<: 5\n  hostNetwork: true\n", "8:7", "$.network['<<']",
+         "the merge key << takes a mapping"),
+    Case("yaml-merge-key-with-a-list-of-scalars", BASE + "base: &b x\nnetwork:\n  <<: [*b]\n", "9:7",
+         "$.network['<<']", "the merge key << takes a mapping"),
+    # --- NUL characters -------------------------------------------------------------------------------
+    Case("nul-escaped-in-a-string", BASE + 'queue: "q\\0x"\n', "7:8", "$.queue", "a NUL character"),
+    Case("nul-escaped-in-an-env-value", BASE + '  envs:\n    - {name: A, value: "a\\x00b"}\n', "8:24",
+         "$.workload.envs[0].value", "a NUL character"),
+    Case("nul-raw-byte-in-the-file", (BASE + "queue: ab").encode() + b"\x00c\n", "7:10", "$", "a NUL character"),
+    Case("nul-in-a-file-read-with-files", BASE + "files:\n  workload_launcher: l.sh\n", "8:3",
+         "$.files.workload_launcher", "a NUL character at line 2, column 2", files={"l.sh": "echo\nx\0y\n"}),
+    Case("not-utf8-in-a-file-read-with-files", BASE + "files:\n  workload_config: c.txt\n", "8:3",
+         "$.files.workload_config", "not UTF-8 text at line 2, column 3", files={"c.txt": b"ab\ncd\xff\n"}),
+    Case("not-utf8-after-a-bom", b"\xef\xbb\xbfrelease: r1\nqueue: caf\xe9\n", "2:11", "$", "not UTF-8 text"),
+    Case("control-character-raw", (BASE + "queue: ab").encode() + b"\x01c\n", "7:10", "$", "control character #x0001"),
+    # --- limits: nested defaults -----------------------------------------------------------------------
+    Case("limit-nested-defaults", BASE + "queue: " + "${A:-" * 2000 + "q" + "}" * 2000 + "\n", "7:1", "$.queue",
+         "defaults nest deeper than 20 levels"),
     # --- processes: what helm prints, where our output goes ---------------------------------------------
     Case("helm-prints-nothing-for-template", BASE, None, "$", "helm template printed nothing for release r1",
          command="template", helm="empty", exit=1, in_file="helm nemo", library=False),

@@ -111,7 +111,7 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
         if network.get(part):
             props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
-        props[key] = {"type": "integer" if isinstance(value, int) else "string"}
+        props[key] = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if isinstance(value, int) else {"type": "string"}
     return props
 
 

@@ -100,6 +100,7 @@ def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, root: Path | N
     A path is relative to the file that names it and must stay inside `root` (default: that file's
     folder); regular files only, within the size limits of values/paths.py."""
     from helm_nemo.values.paths import MAX_FILE_BYTES, MAX_TOTAL_BYTES, PathRefused, inside, read_regular
+    from helm_nemo.values.load import not_utf8, text_position
 
     budget = budget or FileBudget()
     problems = []
@@ -113,9 +114,10 @@ def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, root: Path | N
             problems.append(problem(loaded, where, str(refused), hint=refused.hint))
             continue
         limit = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - budget.used)
+        raw = b""
         try:
             raw = read_regular(target, limit)
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8")  # as --set-file reads it (a BOM stays)
         except FileNotFoundError:
             problems.append(problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
                                      hint="paths are relative to the values file"))
@@ -127,10 +129,16 @@ def read_file_refs(loaded, values: dict[str, Any], prefix: tuple, root: Path | N
             problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
             continue
         except UnicodeDecodeError as err:
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text ({err.reason} at byte {err.start})"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
+                                    hint="files are read as UTF-8 text"))
             continue
         except OSError as err:
             problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
+            continue
+        if "\0" in text:
+            line, column = text_position(text, text.index("\0"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
+                                    "(helm, JSON and Kubernetes do not carry it)", hint="files are read as text"))
             continue
         budget.used += len(raw)
         _set_dotted(values, key, text)
