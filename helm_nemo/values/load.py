@@ -398,8 +398,7 @@ class _Builder:
         return value
 
     def _scalar(self, node, where: tuple) -> Any:
-        if node.tag not in ALLOWED_TAGS and (node.start_mark.line, node.start_mark.column) in self.tags:
-            self.refused_tag(node, where)
+        if self.tags and self.refused_tag(node, where):  # `! x` resolves to a core tag: only the position tells
             return node.value
         if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
             return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string

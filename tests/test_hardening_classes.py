@@ -1,0 +1,239 @@
+"""Issue 27, hardening: each finding of the hostile catalogue as a class, not as its one example.
+The catalogue (tests/test_bad_input_catalogue.py, "issue 27: hardening") drives each example through the
+CLI; these tests walk every schema, every tag and every release instead.
+
+- every integer and number a values schema accepts is bounded, every object is closed (or is the one
+  documented open object, Helm's `global`), every array says what its items are: over the compiled
+  values.schema.json of every generated chart and the slurm: section's schema;
+- a field's bound holds where the field is: a value past it is reported at that field's path;
+- every explicit YAML tag but the core ones is refused with file:line, on any kind of node;
+- a NUL reaches no string; a pod env name is scoped to its release.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from helm_nemo.user_errors import UserError
+from helm_nemo.values.load import ALLOWED_TAGS, load_values_text
+from helm_nemo.values.plan import build_plans
+from helm_nemo.values.validation import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART_SCHEMAS = sorted(ROOT.glob("charts/**/values.schema.json"))
+VALUE_SCHEMAS = CHART_SCHEMAS + [ROOT / "schemas/slurm.schema.json"]
+INT32_MAX = 2**31 - 1
+EXACT = 2**53 - 1  # helm reads every number of the values as a float64
+OPEN = "x-helm-nemo-open"
+
+
+def _types(node: dict) -> set:
+    kind = node.get("type")
+    return set(kind if isinstance(kind, list) else [kind] if kind else [])
+
+
+def _nodes(node, path=""):
+    """Every schema node (a dict) with its JSON pointer."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples"):
+                yield from _nodes(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _nodes(value, f"{path}/{index}")
+
+
+def _value_schemas(node, path="", constraint=False):
+    """The nodes that describe a value (not keyword containers like `properties` itself), and whether the node
+    only narrows a typed parent (an anyOf option such as `{"maximum": 8}`)."""
+    if not isinstance(node, dict):
+        return
+    yield path, node, constraint
+    for key, child in (node.get("properties") or {}).items():
+        yield from _value_schemas(child, f"{path}/properties/{key}")
+    for key in ("items", "additionalProperties", "not"):
+        if isinstance(node.get(key), dict):
+            yield from _value_schemas(node[key], f"{path}/{key}")
+    for key in ("anyOf", "oneOf", "allOf"):
+        for index, child in enumerate(node.get(key) or []):
+            yield from _value_schemas(child, f"{path}/{key}/{index}", bool(_types(node)))
+    for name, child in (node.get("definitions") or {}).items():
+        yield from _value_schemas(child, f"/definitions/{name}")
+
+
+@pytest.mark.parametrize("schema_file", VALUE_SCHEMAS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_number_is_bounded_every_object_closed_every_array_typed(schema_file):
+    schema = json.loads(schema_file.read_text())
+    problems = []
+    for path, node, constraint in _value_schemas(schema):
+        kinds = _types(node)
+        if kinds & {"integer", "number"}:
+            low, high = node.get("minimum"), node.get("maximum")
+            if low is None or high is None:
+                problems.append(f"{path}: {sorted(kinds)} without minimum and maximum")
+            elif not (-EXACT - 1 <= low and high <= EXACT):
+                problems.append(f"{path}: bounds {low}..{high} beyond what helm's float64 holds exactly")
+        closed = node.get("additionalProperties") is False or isinstance(node.get("additionalProperties"), dict)
+        if ("object" in kinds or "properties" in node) and not closed:
+            if not node.get(OPEN) or path != "/properties/global":
+                problems.append(f"{path}: an object that takes any key (additionalProperties false, a typed map, "
+                                f"or the Kubernetes type's schema)")
+        if "array" in kinds and not isinstance(node.get("items"), dict):
+            problems.append(f"{path}: an array whose items can be anything")
+        if not (kinds or {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"} & set(node)) and path and not constraint:
+            problems.append(f"{path}: no type: any value, objects with any keys included")
+    assert not problems, f"{schema_file}:\n" + "\n".join(problems)
+
+
+def test_only_global_is_open_and_it_says_why():
+    for schema_file in CHART_SCHEMAS:
+        schema = json.loads(schema_file.read_text())
+        opened = [path for path, node in _nodes(schema) if isinstance(node, dict) and OPEN in node]
+        assert opened == ["/properties/global"], schema_file
+        assert "parent chart" in schema["properties"]["global"][OPEN]
+
+
+def test_fields_landing_in_kubernetes_int32_fields_fit_int32():
+    """replicas/parallelism/completions come from workload.gpus (and nodes); ports, backoffLimit, restarts,
+    ttlSecondsAfterFinished are int32 in Kubernetes: each maximum fits."""
+    for schema_file in CHART_SCHEMAS:
+        schema = json.loads(schema_file.read_text())
+        props = schema["properties"]
+        workload = (props.get("workload") or {}).get("properties", {})
+        for name in ("gpus", "nodes", "backoffLimit", "ttlSecondsAfterFinished", "max_workload_restarts",
+                     "masterPort"):
+            if name in workload:
+                assert workload[name]["maximum"] <= INT32_MAX, (schema_file, name)
+        for name in ("port",):
+            for component in ("actuator", "sensor", "controller", "host_daemon"):
+                if component in props:
+                    definition = schema["definitions"]["component"]["properties"][name]
+                    assert definition["maximum"] <= 65535
+
+
+def _integer_fields(schema: dict, node: dict, where: tuple = ()):
+    """Paths (through `properties` and `$ref`s, not lists) of every integer field of a schema."""
+    while "$ref" in node:
+        node = {**schema["definitions"][node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    if "integer" in _types(node):
+        yield where, node
+    for key, child in (node.get("properties") or {}).items():
+        yield from _integer_fields(schema, child, where + (key,))
+
+
+def _set(data: dict, where: tuple, value) -> dict:
+    node = data
+    for key in where[:-1]:
+        node = node.setdefault(key, {}) if isinstance(node.get(key), dict) or key not in node else node[key]
+    node[where[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize("schema_file", CHART_SCHEMAS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, -(2**63), 2**31])
+def test_an_integer_past_its_bound_is_reported_at_its_own_path(schema_file, value):
+    schema = json.loads(schema_file.read_text())
+    fields = list(_integer_fields(schema, schema))
+    assert fields or "fsx-lustre" in str(schema_file) or "gcs-fuse" in str(schema_file)
+    for where, node in fields:
+        if node["minimum"] <= value <= node["maximum"]:
+            continue
+        data = _set({"workload": {"gpus": 8, "image": "i"}} if "workload" in schema["properties"] else {},
+                    where, value)
+        found = [p.json_path for p in validate(data, schema)]
+        wanted = "$." + ".".join(where)
+        assert wanted in found, (schema_file, where, found)
+
+
+# --- tags: every tag but the core ones, on every kind of node, is an error at its line ---------------------
+
+TAG_NAMES = st.one_of(
+    st.sampled_from(["!!python/object:os.system", "!!python/object/apply:os.system", "!!python/name:os.system",
+                     "!!binary", "!!timestamp", "!!set", "!!omap", "!!pairs", "!!merge", "!!value", "!!yaml", "!",
+                     "!foo", "!<tag:example.com,2026:x>", "!<tag:yaml.org,2002:python/none>"]),
+    st.from_regex(r"!![a-z][a-z/:._]{0,12}", fullmatch=True).filter(
+        lambda t: "tag:yaml.org,2002:" + t[2:] not in ALLOWED_TAGS),
+    st.from_regex(r"![a-z][a-z0-9_]{0,10}", fullmatch=True),
+)
+NODES = {"scalar": "x", "quoted": "'x'", "mapping": "{a: 1}", "sequence": "[1, 2]", "empty": ""}
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tag=TAG_NAMES, kind=st.sampled_from(sorted(NODES)), depth=st.integers(0, 3))
+def test_every_non_core_tag_is_refused_with_its_line(tag, kind, depth):
+    if tag in ("!!set", "!!omap", "!!pairs") and kind in ("scalar", "quoted"):
+        kind = "mapping"  # these tags need a collection to parse at all
+    lines = ["release: r1"] + [("  " * i) + f"k{i}:" for i in range(depth)]
+    lines.append("  " * depth + f"leaf: {tag} {NODES[kind]}".rstrip())
+    text = "\n".join(lines) + "\n"
+    with pytest.raises(UserError) as raised:
+        load_values_text(text, "v.yaml")
+    problem = raised.value.problems[0]
+    assert problem.line is not None and problem.column is not None, problem.format()
+    shown = tag if not tag.startswith("!<") else ""
+    assert "is not allowed in values" in problem.message or "invalid YAML" in problem.message, problem.format()
+    if "is not allowed" in problem.message:
+        assert problem.line == depth + 2 and shown in problem.message + tag, problem.format()
+
+
+@pytest.mark.parametrize("tag", sorted(ALLOWED_TAGS))
+def test_core_tags_stay_allowed(tag):
+    value = {"str": "x", "int": "8", "float": "1.5", "bool": "true", "null": "~", "map": "{a: 1}",
+             "seq": "[1]"}[tag.rsplit(":", 1)[-1]]
+    load_values_text(f"release: r1\nleaf: !<{tag}> {value}\n", "v.yaml")
+
+
+@pytest.mark.parametrize("merge", ["5", "text", "[1, 2]", "[*m, 3]", "[]", "null"])
+def test_a_merge_key_takes_mappings_only(merge):
+    with pytest.raises(UserError) as raised:
+        load_values_text(f"m: &m {{a: 1}}\nn:\n  <<: {merge}\n  b: 2\n", "v.yaml")
+    problem = raised.value.problems[0]
+    assert (problem.line, problem.json_path) == (3, "$.n['<<']") and "merge key" in problem.message
+
+
+# --- NUL: no string carries one, wherever it is written ---------------------------------------------------
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
+       escape=st.sampled_from(["\\0", "\\x00", "\\u0000", "\\U00000000"]),
+       after=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
+       where=st.sampled_from(["value", "key", "item"]))
+def test_a_nul_is_refused_at_its_line(before, escape, after, where):
+    quoted = json.dumps(before, ensure_ascii=False)[1:-1] + escape + json.dumps(after, ensure_ascii=False)[1:-1]
+    body = {"value": f'a: "{quoted}"', "key": f'"{quoted}": 1', "item": f'a: [x, "{quoted}"]'}[where]
+    with pytest.raises(UserError) as raised:
+        load_values_text("release: r1\n" + body + "\n", "v.yaml")
+    problem = raised.value.problems[0]
+    assert problem.line == 2 and "NUL" in problem.message, problem.format()
+
+
+# --- the pod-variable scope is per release ----------------------------------------------------------------
+
+def test_an_env_name_belongs_to_its_release_only(tmp_path):
+    text = "recipe: demo\nreleases:\n" + "".join(
+        f"  - release: {name}\n    chart: jobset\n    accelerator: a3ultra\n    values:\n"
+        f"      workload: {{gpus: 16, image: 'img:1', {body}}}\n"
+        for name, body in (("a", "envs: [{name: MY_VAR, value: v}], arguments: ['--a=${MY_VAR}']"),
+                           ("b", "arguments: ['--b=${MY_VAR}']")))
+    values = tmp_path / "recipe.yaml"
+    values.write_text(text)
+    # not set locally: a's reference is the pod's, b's is an unset local variable
+    with pytest.raises(UserError) as raised:
+        build_plans(values, {})
+    assert [(p.json_path, p.message) for p in raised.value.problems] == [
+        ("$.releases[1].values.workload.arguments[0]", "variable MY_VAR is not set")]
+    # set locally: a's reference is ambiguous (its pod defines MY_VAR), b's is the local value
+    with pytest.raises(UserError) as raised:
+        build_plans(values, {"MY_VAR": "local"})
+    assert [p.json_path for p in raised.value.problems] == ["$.releases[0].values.workload.arguments[0]"]
+    assert "ambiguous" in raised.value.problems[0].message
+    text = text.replace("arguments: ['--a=${MY_VAR}']", "arguments: ['--a=$${MY_VAR}']")
+    values.write_text(text)
+    plans = build_plans(values, {"MY_VAR": "local"})
+    assert plans[0].values["workload"]["arguments"] == ["--a=${MY_VAR}"]
+    assert plans[1].values["workload"]["arguments"] == ["--b=local"]
