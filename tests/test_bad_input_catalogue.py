@@ -105,6 +105,9 @@ def user_chart(template: str) -> dict:
 
 
 USER_CHART = "chart: ./mychart\nrelease: r1\n"
+REPLICAS_FROM_VALUES = ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: {{ int64 .Values.n }}\n"
+                        "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n"
+                        "      containers: [{name: c, image: i}]\n")
 POD_FROM_VALUES = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {{ toJson .Values.labels }}\nspec:\n"
                    "  containers:\n    - name: c\n      image: i\n      env: {{ toJson .Values.env }}\n")
 
@@ -545,15 +548,17 @@ CASES: list = [
     Case("uninstall-recipe-conflict",
          recipe(release("a", "      release: b\n      workload: {gpus: 16, image: '${IMAGE}'}\n")), "3:5",
          "$.releases[0].release", "release 'a' conflicts with release 'b'", command="uninstall"),
-    Case("upgrade-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.parallelism", "does not fit int32", command="upgrade",
+    # (the shipped charts' values schemas bound workload.gpus now: a user's chart renders the int32 overflow)
+    Case("upgrade-validates-the-manifests", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="upgrade", helm="render",
+         library=False, manifest=True),
+    Case("upgrade-install-validates-the-manifests", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="upgrade", args=("--install",),
          helm="render", library=False, manifest=True),
-    Case("upgrade-install-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.completions", "does not fit int32", command="upgrade",
-         args=("--install",), helm="render", library=False, manifest=True),
-    Case("chart-template-refuses-a-long-release-name", HEAD.replace("r1", "r" * 53) + WORKLOAD, None, "$",
-         "rendering release rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr for validation failed",
-         helm="render", exit=1, in_file="nothing was installed", library=False),
+    # issue 27: was exit 1 from the chart's `fail` (no line); now the cross-field rule at validation
+    Case("chart-template-refuses-a-long-release-name", HEAD.replace("r1", "r" * 53) + WORKLOAD, "3:1", "$.release",
+         "the last pod's hostname 'rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr-workload-0-1' is 66 characters",
+         expected="release name of at most 50 characters for 2 node(s)"),
     # --- validation gaps ------------------------------------------------------------------------------
     Case("null-volumes", BASE + "volumes: null\n", "7:1", "$.volumes", "null would remove the chart's default mapping",
          expected="a mapping", hint="leave the key out"),
@@ -576,8 +581,10 @@ CASES: list = [
          "$.workload.annotations['bad key']", "annotation key"),
     Case("annotations-over-256-kib", BASE + "  annotations:\n    note: " + "x" * (256 * 1024) + "\n", "7:3",
          "$.workload.annotations", "annotations are 262148 bytes together, more than the 256 KiB"),
-    Case("int32-parallelism", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.parallelism", "2147483648 does not fit int32", helm="render",
+    Case("int32-parallelism", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", "5:3", "$.workload.gpus",
+         "17179869184 is greater than the maximum of 1048576"),
+    Case("int32-replicas-of-a-user-chart", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "17179869184 does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="template", helm="render",
          library=False, manifest=True),
     Case("configmap-over-1-mib", BASE + "files:\n  workload_config: c.yaml\n  workload_launcher: l.sh\n", None, "$",
          "ConfigMap data is", files={"c.yaml": "x" * (2**20 - 8), "l.sh": "#!/bin/bash\n"}, helm="render",
@@ -700,6 +707,29 @@ CASES: list = [
          "$.files.workload_config", "not UTF-8 text at line 2, column 3", files={"c.txt": b"ab\ncd\xff\n"}),
     Case("not-utf8-after-a-bom", b"\xef\xbb\xbfrelease: r1\nqueue: caf\xe9\n", "2:11", "$", "not UTF-8 text"),
     Case("control-character-raw", (BASE + "queue: ab").encode() + b"\x01c\n", "7:10", "$", "control character #x0001"),
+    # --- cross-field rules at validation (they were only the chart's `fail`: exit 1, no line) --------------
+    Case("cross-nodes-disagree-with-gpus", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n"
+         "workload:\n  gpus: 16\n  nodes: 4\n  image: img:1\n", "6:3", "$.workload.nodes",
+         "workload.nodes=4 disagrees with workload.gpus=16 (2 node(s) of 8 GPUs)", expected="nodes: 2"),
+    Case("cross-nodes-in-template", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n"
+         "workload:\n  gpus: 16\n  nodes: 4\n  image: img:1\n", "6:3", "$.workload.nodes", "disagrees with workload.gpus",
+         command="template"),
+    Case("cross-release-plus-suffix-too-long", HEAD.replace("r1", "r" * 40) + WORKLOAD + "  nameSuffix: " + "s" * 20
+         + "\n", "7:3", "$.workload.nameSuffix", "is 74 characters, more than 63",
+         expected="release name + -suffix of at most 50 characters"),
+    Case("cross-release-on-the-command-line-too-long", BASE, None, "$", "release name '" + "r" * 51
+         + "' (from the command line): name", release="r" * 51, in_file="command line"),
+    Case("cross-release-too-long-in-a-recipe", recipe(release("r" * 51)), "3:5", "$.release", "is 64 characters"),
+    Case("cross-node-selector-contradicts-the-profile", BASE + "nodeSelector:\n  cloud.google.com/gke-accelerator: "
+         "nvidia-h100-80gb\n", "8:3", "$.nodeSelector['cloud.google.com/gke-accelerator']",
+         "contradicts the A3 Ultra nodes' label"),
+    Case("cross-local-ckpt-without-ssd", BASE + "  enable_local_ckpt: true\n", "7:3", "$.workload.enable_local_ckpt",
+         "needs volumes.ssdMountPath"),
+    Case("cross-nfs-without-server", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n" + WORKLOAD
+         + "volumes: {nfsMountPath: /nfs}\n", "7:11", "$.volumes.nfsMountPath", "needs volumes.nfsServer"),
+    Case("cross-nsys-end-before-start", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n" + WORKLOAD
+         + "  profile: {enabled: true, startStep: 9, endStep: 2}\n", "7:42", "$.workload.profile.endStep",
+         "end step 2 is before start step 9"),
     # --- limits: nested defaults -----------------------------------------------------------------------
     Case("limit-nested-defaults", BASE + "queue: " + "${A:-" * 2000 + "q" + "}" * 2000 + "\n", "7:1", "$.queue",
          "defaults nest deeper than 20 levels"),

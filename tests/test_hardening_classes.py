@@ -237,3 +237,102 @@ def test_an_env_name_belongs_to_its_release_only(tmp_path):
     plans = build_plans(values, {"MY_VAR": "local"})
     assert plans[0].values["workload"]["arguments"] == ["--a=${MY_VAR}"]
     assert plans[1].values["workload"]["arguments"] == ["--b=local"]
+
+
+# --- cross-field rules: every `fail` of the chart sources is checked before helm, with file:line ---------
+
+import re
+import subprocess
+
+from helm_nemo.values.cross_field import RULES
+
+HELM3 = ROOT / ".tools/helm3/helm"
+R53 = "r" * 53
+# rule -> (values file, JSON path of the problem); each also makes the real chart `fail` (checked with helm).
+CROSS_FIELD = {
+    "hostname": ("chart: jobset\naccelerator: a3ultra\nrelease: " + "r" * 51 + "\nworkload: {gpus: 16, image: i}\n",
+                 "$.release"),
+    "hostname-suffix": ("chart: nemo-training\naccelerator: a3ultra\nrelease: " + "r" * 41 + "\n"
+                        "workload: {gpus: 16, image: i, nameSuffix: " + "s" * 20 + "}\n", None),
+    "local-ckpt-needs-ssd": ("chart: jobset\naccelerator: a3ultra\nrelease: r1\n"
+                             "workload: {gpus: 16, image: i, enable_local_ckpt: true}\n", "$.workload.enable_local_ckpt"),
+    "one-ckpt-cleaner": ("chart: jobset\naccelerator: a3mega\nrelease: r1\nvolumes: {ssdMountPath: /ssd}\n"
+                         "workload: {gpus: 16, image: i, enable_local_ckpt: true, enable_ckpt_cleaner: true, "
+                         "local_ckpt_dir: /ssd/c}\n", "$.workload.enable_ckpt_cleaner"),
+    "node-selector": ("chart: jobset\naccelerator: a3ultra\nrelease: r1\nworkload:\n  gpus: 16\n  image: i\n"
+                      "  nodeSelector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}\n",
+                      "$.workload.nodeSelector['cloud.google.com/gke-accelerator']"),
+    "nsys-steps": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
+                   "workload: {gpus: 16, image: i, profile: {enabled: true, startStep: 20, endStep: 5}}\n",
+                   "$.workload.profile.endStep"),
+    "nsys-steps-from-arguments": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i, "
+                                  "arguments: [model.nsys_profile.enabled=true, ++model.nsys_profile.end_step=3]}\n",
+                                  "$.workload.arguments"),
+    "nodes": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, nodes: 3, image: i}\n",
+              "$.workload.nodes"),
+    "nfs-server": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+                   "volumes: {nfsMountPath: /nfs}\n", "$.volumes.nfsMountPath"),
+    "download-needs-ssd": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+                           "gcsDownload: {source: 'gs://bkt/x'}\n", "$.gcsDownload.source"),
+    "download-target": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+                        "volumes: {ssdMountPath: /ssd, gcsDownload: {source: 'gs://bkt/x', target: /ssdx}}\n",
+                        "$.volumes.gcsDownload.target"),
+    "gcs-bucket-needs-sidecar": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
+                                 "workload: {gpus: 16, image: i, gcsBucketForDataCataPath: bkt}\n"
+                                 "volumes: {gcsVolumes: false}\n",
+                                 "$.workload.gcsBucketForDataCataPath"),
+}
+
+
+def _fails_in_sources() -> list[str]:
+    found = []
+    for source in sorted((ROOT / "generator").rglob("*")):
+        if source.is_file() and source.suffix in (".j2", ".tpl", ".yaml", ".txt"):
+            found += re.findall(r"\{\{-?\s*fail\b[^\n]*", source.read_text())
+    return found
+
+
+def test_every_fail_of_the_charts_has_a_rule_with_an_example():
+    fails = _fails_in_sources()
+    assert len(fails) >= 12
+    for text in fails:
+        matched = [rule for words, rule in RULES.items() if words in text]
+        assert len(matched) == 1, text
+        if matched[0] != "schema":
+            assert any(name.startswith(matched[0]) for name in CROSS_FIELD), matched[0]
+
+
+@pytest.mark.parametrize("rule", sorted(CROSS_FIELD))
+def test_a_cross_field_rule_is_an_error_at_its_line_and_the_chart_agrees(tmp_path, rule):
+    text, path = CROSS_FIELD[rule]
+    values = tmp_path / "values.yaml"
+    values.write_text(text)
+    with pytest.raises(UserError) as raised:
+        build_plans(values, {})
+    problems = raised.value.problems
+    hit = [p for p in problems if p.json_path == (path or "$.workload.nameSuffix") and p.line is not None]
+    assert hit and len(problems) == 1, "\n".join(p.format() for p in problems)
+    # the chart's own `fail` says the same values are wrong (so the rule mirrors it, not something stricter)
+    import yaml
+
+    data = yaml.safe_load(text)
+    chart = ROOT / "charts" / data["accelerator"] / data["chart"]
+    proc = subprocess.run([str(HELM3), "template", data["release"], str(chart), "-f", str(values)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "execution error" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("length, ok", [(50, True), (51, False)])
+def test_the_hostname_rule_draws_the_line_where_the_chart_does(tmp_path, length, ok):
+    values = tmp_path / "values.yaml"
+    values.write_text("chart: jobset\naccelerator: a3ultra\nworkload: {gpus: 16, image: i}\n")
+    name = "r" * length
+    if ok:
+        assert build_plans(values, {}, release=name)[0].release == name
+    else:
+        with pytest.raises(UserError) as raised:
+            build_plans(values, {}, release=name)
+        assert raised.value.problems[0].file == "command line"
+    proc = subprocess.run([str(HELM3), "template", name, str(ROOT / "charts/a3ultra/jobset"), "-f", str(values)],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode == 0) is ok, proc.stderr

@@ -326,15 +326,41 @@ def _plan_one(loaded, data: dict[str, Any], prefix: tuple, *, release: str | Non
         where = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
                  "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
         defaults = chart_defaults(local)
-        found = validate(merge_values(defaults, data), schema, **where) + extra_problems(data, defaults, **where)
+        merged = merge_values(defaults, data)
+        found = validate(merged, schema, **where) + extra_problems(data, defaults, **where)
         if name_problems:  # the schema's own release pattern says the same thing
             found = [p for p in found if p.json_path != "$.release"]
+        else:
+            found += _cross_field(loaded, merged, data, schema, name, release, real, prefix)
         problems += found
         for legacy in legacy_keys(schema, data):
             line, _ = loaded.position(prefix + legacy)
             plan.warnings.append(f"{loaded.file_of(prefix + legacy)}:{line}: {json_path(legacy)} is a gpu-recipes key "
                                  "no template reads; it is ignored (remove it)")
     return plan, problems
+
+
+def _cross_field(loaded, merged: dict[str, Any], data: dict[str, Any], schema: dict[str, Any], name: str,
+                 release: str | None, real, prefix: tuple) -> list:
+    """The chart's `fail` rules (values/cross_field.py) as Problems at the value that breaks them."""
+    from helm_nemo.secrets import mask
+    from helm_nemo.user_errors import Problem
+    from helm_nemo.values.cross_field import cross_field_problems
+    from helm_nemo.values.recipe import COMMAND_LINE
+
+    found: list = []
+
+    def add(at: tuple | None, message: str, expected: str | None = None, hint: str | None = None) -> None:
+        if at is None:
+            found.append(Problem(COMMAND_LINE, None, None, "$", mask(f"release name {name!r} (from the command line): "
+                                 f"{message}"), expected, hint))
+            return
+        written = real(at)
+        line, column = loaded.position(written)
+        found.append(Problem(str(loaded.file_of(written)), line, column, json_path(at), mask(message), expected, hint))
+
+    cross_field_problems(merged, schema, name, release_on_command_line=bool(release), add=add, user=data)
+    return found
 
 
 def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
