@@ -730,6 +730,12 @@ CASES: list = [
     Case("cross-nsys-end-before-start", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n" + WORKLOAD
          + "  profile: {enabled: true, startStep: 9, endStep: 2}\n", "7:42", "$.workload.profile.endStep",
          "end step 2 is before start step 9"),
+    # --- an oci:// chart is checked against its own schema, or the run says it could not (never a silent ok) ----
+    Case("oci-chart-that-cannot-be-pulled-validate", BASE, None, "$",
+         "cannot check the values against chart oci://127.0.0.1:9/none/jobset-a3ultra", in_file="command line",
+         chart="oci://127.0.0.1:9/none/jobset-a3ultra", args=("--version", "7.7.7"), command="validate", helm="render"),
+    Case("oci-chart-that-cannot-be-pulled-install", BASE, None, "$", "helm pull failed", in_file="command line",
+         chart="oci://127.0.0.1:9/none/jobset-a3ultra", args=("--version", "7.7.7"), helm="render"),
     # --- limits: nested defaults -----------------------------------------------------------------------
     Case("limit-nested-defaults", BASE + "queue: " + "${A:-" * 2000 + "q" + "}" * 2000 + "\n", "7:1", "$.queue",
          "defaults nest deeper than 20 levels"),

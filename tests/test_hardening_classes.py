@@ -336,3 +336,45 @@ def test_the_hostname_rule_draws_the_line_where_the_chart_does(tmp_path, length,
     proc = subprocess.run([str(HELM3), "template", name, str(ROOT / "charts/a3ultra/jobset"), "-f", str(values)],
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode == 0) is ok, proc.stderr
+
+
+def test_a_chart_without_a_schema_is_said_to_be_unchecked(tmp_path):
+    """The other way a schema check could be skipped silently: a chart folder that has no values.schema.json."""
+    chart = tmp_path / "mychart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: mychart\nversion: 0.1.0\n")
+    values = tmp_path / "values.yaml"
+    values.write_text("chart: ./mychart\nrelease: r1\nanything: 1\n")
+    plan = build_plans(values, {})[0]
+    assert any("has no values.schema.json" in warning and "not against a schema" in warning for warning in plan.warnings)
+
+
+def test_an_oci_chart_is_pulled_with_registry_flags_only(tmp_path, monkeypatch):
+    """The pull gets the registry flags of the command line (and nothing of the values); the pulled chart's schema
+    decides; one pull per chart and version in a run."""
+    from helm_nemo.values import plan as plan_module
+
+    log = tmp_path / "calls.jsonl"
+    helm = tmp_path / "helm"
+    source = ROOT / "charts/a3ultra/jobset"
+    helm.write_text(f"""#!{__import__('sys').executable}
+import json, shutil, sys
+argv = sys.argv[1:]
+open({str(log)!r}, "a").write(json.dumps(argv) + "\\n")
+if argv[:1] == ["pull"]:
+    shutil.copytree({str(source)!r}, argv[argv.index("--untardir") + 1] + "/jobset-a3ultra")
+""")
+    helm.chmod(0o755)
+    monkeypatch.setenv("HELM_BIN", str(helm))
+    monkeypatch.setattr(plan_module, "_PULLED", {})
+    values = tmp_path / "values.yaml"
+    values.write_text("release: r1\nworkload: {gpus: 9223372036854775808, image: i}\n")
+    extra = ["--namespace", "ns", "--plain-http", "--ca-file", "/ca.pem", "--wait"]
+    with pytest.raises(UserError) as raised:
+        build_plans(values, {}, chart="oci://reg.example/c/jobset-a3ultra", version="7.7.7",
+                    pull_flags=plan_module.registry_flags(extra))
+    assert [(p.line, p.json_path) for p in raised.value.problems] == [(2, "$.workload.gpus")]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 1 and calls[0][:2] == ["pull", "oci://reg.example/c/jobset-a3ultra"]
+    assert calls[0][2:] == ["--untar", "--untardir", calls[0][4], "--plain-http", "--ca-file", "/ca.pem",
+                            "--version", "7.7.7"]
