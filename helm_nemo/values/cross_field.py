@@ -87,7 +87,7 @@ def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on
         hostname = f"{name}-workload-0-{last}" if kind == "jobset" else f"{name}-{last}"
         if len(hostname) > MAX_HOSTNAME:
             room = MAX_HOSTNAME - (len(hostname) - len(name))
-            at = ("workload", "nameSuffix") if _map(user.get("workload")).get("nameSuffix") else \
+            at: tuple | None = ("workload", "nameSuffix") if _map(user.get("workload")).get("nameSuffix") else \
                 None if release_on_command_line else ("release",)
             add(at, f"name {name!r} is too long: the last pod's hostname {hostname!r} is {len(hostname)} characters, "
                     f"more than {MAX_HOSTNAME}", f"release name{' + -suffix' if name != release else ''} of at most "
@@ -119,16 +119,16 @@ def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on
         add(("volumes", "nfsMountPath"), "volumes.nfsMountPath needs volumes.nfsServer (and volumes.nfsPath)",
             "volumes.nfsServer: <Filestore IP or host>")
     inner, outer = _map(volumes.get("gcsDownload")), _map(merged.get("gcsDownload"))
-    download, at = (inner, ("volumes", "gcsDownload")) if inner.get("source") else \
-        (outer, ("gcsDownload",)) if outer.get("source") else ({}, ())
+    where: tuple = ("volumes", "gcsDownload") if inner.get("source") else ("gcsDownload",)
+    download = inner if inner.get("source") else outer if outer.get("source") else {}
     ssd = volumes.get("ssdMountPath")
     if download.get("source") and not ssd:
-        add(at + ("source",), "volumes.gcsDownload copies to the local SSD: set volumes.ssdMountPath",
+        add(where + ("source",), "volumes.gcsDownload copies to the local SSD: set volumes.ssdMountPath",
             "volumes.ssdMountPath: /ssd")
     target = download.get("target")
     if isinstance(target, str) and target and isinstance(ssd, str) and ssd and \
             not (target.removesuffix("/") + "/").startswith(ssd.removesuffix("/") + "/"):
-        add(at + ("target",), f"volumes.gcsDownload.target {target} is not under volumes.ssdMountPath {ssd}",
+        add(where + ("target",), f"volumes.gcsDownload.target {target} is not under volumes.ssdMountPath {ssd}",
             f"a folder under {ssd}")
     if workload.get("gcsBucketForDataCataPath") and not volumes.get("gcsVolumes"):
         add(("workload", "gcsBucketForDataCataPath"), "workload.gcsBucketForDataCataPath needs volumes.gcsVolumes=true "
@@ -143,5 +143,5 @@ def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on
     end = str(_int(profile.get("endStep"))) if _int(profile.get("endStep")) is not None else "12"
     start, end = given.get("start_step", start), given.get("end_step", end)
     if enabled and start.isdigit() and end.isdigit() and int(end) < int(start):
-        at = ("workload", "arguments") if "end_step" in given or "start_step" in given else ("workload", "profile", "endStep")
-        add(at, f"Nsight profile: end step {end} is before start step {start}", f"an end step of at least {start}")
+        add(("workload", "arguments") if "end_step" in given or "start_step" in given else
+            ("workload", "profile", "endStep"), f"Nsight profile: end step {end} is before start step {start}", f"an end step of at least {start}")

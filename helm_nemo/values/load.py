@@ -258,7 +258,8 @@ def _check_limits(text: str, path: Path) -> dict[tuple[int, int], str]:
         kind = type(event)
         tag = getattr(event, "tag", None)
         if tag is not None and tag not in ALLOWED_TAGS:
-            tags[(event.start_mark.line, event.start_mark.column)] = tag
+            mark = event.start_mark
+            tags[(mark.line, mark.column) if mark else (0, 0)] = tag
         if kind is yaml.ScalarEvent:
             nodes += 1
             if event.anchor:
