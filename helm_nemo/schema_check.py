@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from jsonschema import ValidationError
 
 ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "definitions", "deprecated",
-               "x-helm-nemo-legacy", "$comment"}
+               "x-helm-nemo-legacy", "x-helm-nemo-open", "x-helm-nemo-checks", "$comment"}
 KEYWORDS = {"$ref", "type", "enum", "const", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
             "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "required", "properties",
             "additionalProperties", "propertyNames", "items", "anyOf", "oneOf", "allOf", "not", "format"}

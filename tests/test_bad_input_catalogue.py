@@ -105,6 +105,9 @@ def user_chart(template: str) -> dict:
 
 
 USER_CHART = "chart: ./mychart\nrelease: r1\n"
+REPLICAS_FROM_VALUES = ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: {{ int64 .Values.n }}\n"
+                        "  selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    spec:\n"
+                        "      containers: [{name: c, image: i}]\n")
 POD_FROM_VALUES = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {{ toJson .Values.labels }}\nspec:\n"
                    "  containers:\n    - name: c\n      image: i\n      env: {{ toJson .Values.env }}\n")
 
@@ -136,7 +139,7 @@ CASES: list = [
     Case("yaml-undefined-alias", HEAD + "workload:\n  gpus: *count\n  image: img:1\n", "5:9", "$",
          "invalid YAML: ", hint="check indentation and quoting"),
     Case("yaml-unknown-tag", HEAD + "workload:\n  gpus: !foo 16\n  image: img:1\n", "5:9", "$.workload.gpus",
-         "cannot read this value", hint="remove the tag"),
+         "the YAML tag !foo is not allowed in values", hint="remove the tag"),
     Case("yaml-explicit-int-tag-on-a-word", HEAD + "workload:\n  gpus: !!int sixteen\n  image: img:1\n", "5:3",
          "$.workload.gpus", "'sixteen' is not of type 'integer'"),
     Case("yaml-infinity", HEAD + "workload:\n  gpus: .inf\n  image: img:1\n", "5:9", "$.workload.gpus",
@@ -273,7 +276,7 @@ CASES: list = [
     Case("values-file-missing", MISSING, None, "$", "values file not found"),
     Case("values-file-is-a-directory", None, None, "$", "is a directory", values_name="dir.yaml",
          files={"dir.yaml": DIRECTORY}),
-    Case("values-file-not-utf8", b"release: caf\xe9\n", None, "$", "not UTF-8 text"),
+    Case("values-file-not-utf8", b"release: caf\xe9\n", "1:13", "$", "not UTF-8 text (byte 0xe9 at offset 12"),
     # --- files: ----------------------------------------------------------------------------------
     Case("files-missing", BASE + "files:\n  workload_launcher: nope.sh\n", "8:3", "$.files.workload_launcher",
          "file 'nope.sh' not found", hint="relative to the values file"),
@@ -545,15 +548,17 @@ CASES: list = [
     Case("uninstall-recipe-conflict",
          recipe(release("a", "      release: b\n      workload: {gpus: 16, image: '${IMAGE}'}\n")), "3:5",
          "$.releases[0].release", "release 'a' conflicts with release 'b'", command="uninstall"),
-    Case("upgrade-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.parallelism", "does not fit int32", command="upgrade",
+    # (the shipped charts' values schemas bound workload.gpus now: a user's chart renders the int32 overflow)
+    Case("upgrade-validates-the-manifests", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="upgrade", helm="render",
+         library=False, manifest=True),
+    Case("upgrade-install-validates-the-manifests", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="upgrade", args=("--install",),
          helm="render", library=False, manifest=True),
-    Case("upgrade-install-validates-the-manifests", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.completions", "does not fit int32", command="upgrade",
-         args=("--install",), helm="render", library=False, manifest=True),
-    Case("chart-template-refuses-a-long-release-name", HEAD.replace("r1", "r" * 53) + WORKLOAD, None, "$",
-         "rendering release rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr for validation failed",
-         helm="render", exit=1, in_file="nothing was installed", library=False),
+    # issue 27: was exit 1 from the chart's `fail` (no line); now the cross-field rule at validation
+    Case("chart-template-refuses-a-long-release-name", HEAD.replace("r1", "r" * 53) + WORKLOAD, "3:1", "$.release",
+         "the last pod's hostname 'rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr-workload-0-1' is 66 characters",
+         expected="release name of at most 50 characters for 2 node(s)"),
     # --- validation gaps ------------------------------------------------------------------------------
     Case("null-volumes", BASE + "volumes: null\n", "7:1", "$.volumes", "null would remove the chart's default mapping",
          expected="a mapping", hint="leave the key out"),
@@ -576,8 +581,10 @@ CASES: list = [
          "$.workload.annotations['bad key']", "annotation key"),
     Case("annotations-over-256-kib", BASE + "  annotations:\n    note: " + "x" * (256 * 1024) + "\n", "7:3",
          "$.workload.annotations", "annotations are 262148 bytes together, more than the 256 KiB"),
-    Case("int32-parallelism", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", None,
-         "$.spec.replicatedJobs[0].template.spec.parallelism", "2147483648 does not fit int32", helm="render",
+    Case("int32-parallelism", HEAD + "workload:\n  gpus: 17179869184\n  image: img:1\n", "5:3", "$.workload.gpus",
+         "17179869184 is greater than the maximum of 1048576"),
+    Case("int32-replicas-of-a-user-chart", USER_CHART + "n: 17179869184\n", None, "$.spec.replicas",
+         "17179869184 does not fit int32", files=user_chart(REPLICAS_FROM_VALUES), command="template", helm="render",
          library=False, manifest=True),
     Case("configmap-over-1-mib", BASE + "files:\n  workload_config: c.yaml\n  workload_launcher: l.sh\n", None, "$",
          "ConfigMap data is", files={"c.yaml": "x" * (2**20 - 8), "l.sh": "#!/bin/bash\n"}, helm="render",
@@ -635,6 +642,103 @@ CASES: list = [
          "the values file is larger than 4 MiB"),
     Case("limit-stdin-over-4-mib", None, None, "$", "the values file is larger than 4 MiB",
          stdin="a: |\n" + "  xxxxxxxxxxxxxx\n" * (4 * 2**20 // 17 + 10), in_file="<stdin>", library=False),
+    # === issue 27: hardening ====================================================================
+    # --- integers bounded: a GPU count of 2^63 reached helm (int64 overflow in the chart) --------------
+    Case("int-gpus-2-to-the-63", HEAD + "workload:\n  gpus: 9223372036854775808\n  image: img:1\n", "5:3",
+         "$.workload.gpus", "9223372036854775808 is greater than the maximum of 1048576", expected="maximum 1048576"),
+    Case("int-gpus-2-to-the-63-in-template", HEAD + "workload:\n  gpus: 9223372036854775808\n  image: img:1\n", "5:3",
+         "$.workload.gpus", "is greater than the maximum", command="template"),
+    Case("int-backoff-limit-over-int32", BASE + "  backoffLimit: 2147483648\n", "7:3", "$.workload.backoffLimit",
+         "is greater than the maximum of 2147483647"),
+    Case("int-supervisor-port-like-field", "chart: supervisor\nrelease: sup\nheartbeat_timeout_s: 9223372036854775807\n",
+         "3:1", "$.heartbeat_timeout_s", "is greater than the maximum of 2147483647"),
+    Case("int-negative-2-to-the-63", BASE + "  ttlSecondsAfterFinished: -9223372036854775808\n", "7:3",
+         "$.workload.ttlSecondsAfterFinished", "is less than the minimum of 0"),
+    Case("int-argument-beyond-float64", BASE + "  arguments: [18446744073709551615]\n", "7:15",
+         "$.workload.arguments[0]", "is greater than the maximum of 9007199254740991"),
+    # --- nested Kubernetes objects are closed ----------------------------------------------------------
+    Case("nested-unknown-key-in-value-from", BASE + "  envs:\n    - name: T\n      valueFrom:\n"
+         "        secretKeyRef: {name: s, key: k, namespace: other}\n", "10:41",
+         "$.workload.envs[0].valueFrom.secretKeyRef.namespace", "unknown key 'namespace'"),
+    Case("nested-unknown-source-in-value-from", BASE + "  envs:\n    - name: T\n      valueFrom:\n        vaultRef: x\n",
+         "10:9", "$.workload.envs[0].valueFrom.vaultRef", "unknown key 'vaultRef'"),
+    Case("nested-unknown-key-in-affinity", BASE + "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n"
+         "      nodeSelectorTerms:\n        - matchExpressions: [{key: a, operator: In, values: [b], valeus: [c]}]\n",
+         "11:66", "$.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+         ".matchExpressions[0].valeus", "unknown key 'valeus'", hint="did you mean 'values'?"),
+    Case("nested-affinity-misspelt", BASE + "affinity:\n  nodeAfinity: {}\n", "8:3", "$.affinity.nodeAfinity",
+         "unknown key 'nodeAfinity'", hint="did you mean 'nodeAffinity'?"),
+    Case("nested-unknown-key-in-a-toleration", "chart: supervisor\nrelease: sup\ntolerations:\n"
+         "  - {key: a, operator: Exists, efect: NoSchedule}\n", "4:32", "$.tolerations[0].efect", "unknown key 'efect'",
+         hint="did you mean 'effect'?"),
+    Case("nested-object-in-a-legacy-key", BASE + "  arguments[]: {a: 1}\n", "7:3", "$.workload.arguments[]",
+         "is not of type 'null', 'string', 'array'"),
+    # --- the pod-variable scope is per release -----------------------------------------------------------
+    Case("scope-another-release-defines-the-name",
+         recipe(release("a", "      workload:\n        gpus: 16\n        image: 'img:1'\n"
+                             "        envs: [{name: MY_VAR, value: v}]\n"),
+                release("b", "      workload:\n        gpus: 16\n        image: 'img:1'\n"
+                             "        arguments: ['--x=${MY_VAR}']\n")), "18:21",
+         "$.releases[1].values.workload.arguments[0]", "variable MY_VAR is not set"),
+    # --- YAML tags and merge keys --------------------------------------------------------------------
+    Case("yaml-python-tag-on-a-scalar", BASE + "queue: !!python/object/apply:os.system [id]\n", "7:8", "$.queue",
+         "the YAML tag !!python/object/apply:os.system is not allowed"),
+    Case("yaml-python-tag-on-a-mapping", BASE + "network: !!python/object:os.system {hostNetwork: true}\n", "7:10",
+         "$.network", "the YAML tag !!python/object:os.system is not allowed"),
+    Case("yaml-local-tag-on-a-sequence", BASE + "targetNodes: !nodes [a, b]\n", "7:14", "$.targetNodes",
+         "the YAML tag !nodes is not allowed"),
+    Case("yaml-binary-tag", BASE + "queue: !!binary cXVldWU=\n", "7:8", "$.queue", "the YAML tag !!binary is not allowed"),
+    Case("yaml-timestamp-tag", BASE + "queue: !!timestamp 2026-01-01\n", "7:8", "$.queue",
+         "the YAML tag !!timestamp is not allowed"),
+    Case("yaml-tag-on-a-key", BASE + "network:\n  !!python/name:os.system hostNetwork: true\n", "8:3", "$.network",
+         "the YAML tag !!python/name:os.system is not allowed"),
+    Case("yaml-merge-key-with-a-scalar", BASE + "network:\n  <<: 5\n  hostNetwork: true\n", "8:7", "$.network['<<']",
+         "the merge key << takes a mapping"),
+    Case("yaml-merge-key-with-a-list-of-scalars", BASE + "base: &b x\nnetwork:\n  <<: [*b]\n", "9:7",
+         "$.network['<<']", "the merge key << takes a mapping"),
+    # --- NUL characters -------------------------------------------------------------------------------
+    Case("nul-escaped-in-a-string", BASE + 'queue: "q\\0x"\n', "7:8", "$.queue", "a NUL character"),
+    Case("nul-escaped-in-an-env-value", BASE + '  envs:\n    - {name: A, value: "a\\x00b"}\n', "8:24",
+         "$.workload.envs[0].value", "a NUL character"),
+    Case("nul-raw-byte-in-the-file", (BASE + "queue: ab").encode() + b"\x00c\n", "7:10", "$", "a NUL character"),
+    Case("nul-in-a-file-read-with-files", BASE + "files:\n  workload_launcher: l.sh\n", "8:3",
+         "$.files.workload_launcher", "a NUL character at line 2, column 2", files={"l.sh": "echo\nx\0y\n"}),
+    Case("not-utf8-in-a-file-read-with-files", BASE + "files:\n  workload_config: c.txt\n", "8:3",
+         "$.files.workload_config", "not UTF-8 text at line 2, column 3", files={"c.txt": b"ab\ncd\xff\n"}),
+    Case("not-utf8-after-a-bom", b"\xef\xbb\xbfrelease: r1\nqueue: caf\xe9\n", "2:11", "$", "not UTF-8 text"),
+    Case("control-character-raw", (BASE + "queue: ab").encode() + b"\x01c\n", "7:10", "$", "control character #x0001"),
+    # --- cross-field rules at validation (they were only the chart's `fail`: exit 1, no line) --------------
+    Case("cross-nodes-disagree-with-gpus", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n"
+         "workload:\n  gpus: 16\n  nodes: 4\n  image: img:1\n", "6:3", "$.workload.nodes",
+         "workload.nodes=4 disagrees with workload.gpus=16 (2 node(s) of 8 GPUs)", expected="nodes: 2"),
+    Case("cross-nodes-in-template", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n"
+         "workload:\n  gpus: 16\n  nodes: 4\n  image: img:1\n", "6:3", "$.workload.nodes", "disagrees with workload.gpus",
+         command="template"),
+    Case("cross-release-plus-suffix-too-long", HEAD.replace("r1", "r" * 40) + WORKLOAD + "  nameSuffix: " + "s" * 20
+         + "\n", "7:3", "$.workload.nameSuffix", "is 74 characters, more than 63",
+         expected="release name + -suffix of at most 50 characters"),
+    Case("cross-release-on-the-command-line-too-long", BASE, None, "$", "release name '" + "r" * 51
+         + "' (from the command line): name", release="r" * 51, in_file="command line"),
+    Case("cross-release-too-long-in-a-recipe", recipe(release("r" * 51)), "3:5", "$.release", "is 64 characters"),
+    Case("cross-node-selector-contradicts-the-profile", BASE + "nodeSelector:\n  cloud.google.com/gke-accelerator: "
+         "nvidia-h100-80gb\n", "8:3", "$.nodeSelector['cloud.google.com/gke-accelerator']",
+         "contradicts the A3 Ultra nodes' label"),
+    Case("cross-local-ckpt-without-ssd", BASE + "  enable_local_ckpt: true\n", "7:3", "$.workload.enable_local_ckpt",
+         "needs volumes.ssdMountPath"),
+    Case("cross-nfs-without-server", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n" + WORKLOAD
+         + "volumes: {nfsMountPath: /nfs}\n", "7:11", "$.volumes.nfsMountPath", "needs volumes.nfsServer"),
+    Case("cross-nsys-end-before-start", "accelerator: a3ultra\nchart: nemo-training\nrelease: r1\n" + WORKLOAD
+         + "  profile: {enabled: true, startStep: 9, endStep: 2}\n", "7:42", "$.workload.profile.endStep",
+         "end step 2 is before start step 9"),
+    # --- an oci:// chart is checked against its own schema, or the run says it could not (never a silent ok) ----
+    Case("oci-chart-that-cannot-be-pulled-validate", BASE, None, "$",
+         "cannot check the values against chart oci://127.0.0.1:9/none/jobset-a3ultra", in_file="command line",
+         chart="oci://127.0.0.1:9/none/jobset-a3ultra", args=("--version", "7.7.7"), command="validate", helm="render"),
+    Case("oci-chart-that-cannot-be-pulled-install", BASE, None, "$", "helm pull failed", in_file="command line",
+         chart="oci://127.0.0.1:9/none/jobset-a3ultra", args=("--version", "7.7.7"), helm="render"),
+    # --- limits: nested defaults -----------------------------------------------------------------------
+    Case("limit-nested-defaults", BASE + "queue: " + "${A:-" * 2000 + "q" + "}" * 2000 + "\n", "7:1", "$.queue",
+         "defaults nest deeper than 20 levels"),
     # --- processes: what helm prints, where our output goes ---------------------------------------------
     Case("helm-prints-nothing-for-template", BASE, None, "$", "helm template printed nothing for release r1",
          command="template", helm="empty", exit=1, in_file="helm nemo", library=False),

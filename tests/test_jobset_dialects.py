@@ -42,9 +42,11 @@ def env(js: dict) -> dict:
 def test_affinity_values_are_merged_with_the_node_terms(helm):
     affinity = ("--set-json", 'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":'
                 '[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]},{"matchExpressions":[]}]}},'
-                '"podAffinity":{"x":1}}')
+                '"podAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":1,"podAffinityTerm":'
+                '{"topologyKey":"x"}}]}}')
     terms = pod(jobset(helm, "a4x-max", *affinity, "--set", "targetNodes={n1}", "--set", "targetNodepools={p1}"))["affinity"]
-    assert terms["podAffinity"] == {"x": 1}
+    assert terms["podAffinity"] == {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "x"}}]}
     expected_tail = [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]},
                      {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]},
                      {"key": "cloud.google.com/gke-nodepool", "operator": "In", "values": ["p1"]}]

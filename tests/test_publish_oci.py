@@ -7,6 +7,7 @@ render `helm nemo template --chart oci://…` exactly like the local chart.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -232,8 +233,11 @@ def test_oci_chart_of_a_released_version_validates_and_stamps_like_local(tmp_pat
     assert plan.local_chart == ROOT / "charts/a3ultra/jobset"
     stamp_job_time(plan, datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert plan.values["workload"]["jobTimestamp"] == "2026-01-02-03-04-05"
-    assert build_plans(values, chart=ref, version="9.9.9")[0].local_chart is None
-    assert build_plans(values, chart=ref)[0].local_chart is None
+    # any other version: helm pulls the chart to check against it (issue 27); that registry does not exist
+    for version in ("9.9.9", None):
+        with pytest.raises(UserError) as raised:
+            build_plans(values, chart=ref, version=version)
+        assert "cannot check the values against chart oci://registry.example" in raised.value.problems[0].message
     values.write_text("release: r\nqueue: q\nworkload:\n  image: img:1\n  gpus: -3\n")
     with pytest.raises(UserError):
         build_plans(values, chart=ref, version=VERSION)
@@ -257,3 +261,42 @@ def test_chart_repository_setting_renders_the_published_charts(helm, published):
     # and the charts really come from there: an empty repository path has none of them
     empty = nemo(helm, "template", "-f", str(recipe), "--chart-repo", target + "-empty", "--plain-http", env=env)
     assert empty.returncode != 0 and "not found" in empty.stderr.lower(), empty.stderr
+
+
+USER_SCHEMA = {"type": "object", "additionalProperties": False,
+               "properties": {"release": {"type": "string"}, "replicas": {"type": "integer", "minimum": 1, "maximum": 8}}}
+
+
+@pytest.fixture(scope="session")
+def user_chart_pushed(helm3, registry, tmp_path_factory):
+    """A chart helm nemo does not ship (its own values.schema.json), pushed as oci://REGISTRY/own/mine:0.1.0."""
+    folder = tmp_path_factory.mktemp("own") / "mine"
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text("apiVersion: v2\nname: mine\nversion: 0.1.0\n")
+    (folder / "values.yaml").write_text("replicas: 1\n")
+    (folder / "values.schema.json").write_text(json.dumps(USER_SCHEMA))
+    (folder / "templates/cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
+                                              "data:\n  n: {{ .Values.replicas | quote }}\n")
+    package = helm3.run("package", str(folder), "-d", str(folder.parent))
+    tgz = package.stdout.strip().rsplit(" ", 1)[-1]
+    helm3.run("push", tgz, f"oci://{registry}/own", "--plain-http")
+    return f"oci://{registry}/own/mine"
+
+
+@pytest.mark.parametrize("command", ["validate", "template"])
+def test_an_oci_chart_is_pulled_and_the_values_checked_against_its_schema(helm3, user_chart_pushed, tmp_path, command):
+    """Issue 27: `validate --chart oci://…` skipped the schema check silently (ok, exit 0). Now the chart is
+    pulled with helm (no value sent) and the values are checked against its own schema, with file:line."""
+    values = tmp_path / "values.yaml"
+    values.write_text("release: r1\nreplicas: 9223372036854775808\nextra: 1\n")
+    proc = nemo(helm3, command, "-f", str(values), "--chart", user_chart_pushed, "--version", "0.1.0", "--plain-http")
+    assert proc.returncode == 2, proc.stderr
+    assert f"{values}:2:1: $.replicas: 9223372036854775808 is greater than the maximum of 8" in proc.stderr
+    assert f"{values}:3:1: $.extra: unknown key 'extra'" in proc.stderr
+    values.write_text("release: r1\nreplicas: 3\n")
+    proc = nemo(helm3, command, "-f", str(values), "--chart", user_chart_pushed, "--version", "0.1.0", "--plain-http")
+    assert proc.returncode == 0, proc.stderr
+    # a chart that cannot be pulled is an error that says the values were not checked, never an ok
+    proc = nemo(helm3, command, "-f", str(values), "--chart", user_chart_pushed, "--version", "9.9.9", "--plain-http")
+    assert proc.returncode == 2 and "cannot check the values against chart" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -41,7 +41,8 @@ SHADOWED = {
     "nemo-training": {"gcsDownload.image", "gcsDownload.source", "gcsDownload.target", "workload.experiment_dir",
                       "workload.experiment_name"},
 }
-# A legacy literal key (`arguments[]`, …) is accepted and ignored.
+# A legacy literal key (`arguments[]`, …; any key marked x-helm-nemo-legacy, such as the supervisor's
+# `namespace`) is accepted and ignored.
 IGNORED_SUFFIX = "[]"
 
 # Payload pieces that end a YAML scalar early, start a new key or list item, comment out the rest,
@@ -71,7 +72,7 @@ def string_paths(node: dict, defs: dict, path: tuple = ()) -> Iterator[tuple]:
     types = _types(node)
     if "object" in types:
         for key, sub in (node.get("properties") or {}).items():
-            if not key.endswith(IGNORED_SUFFIX):
+            if not key.endswith(IGNORED_SUFFIX) and not _resolve(sub, defs).get("x-helm-nemo-legacy"):
                 yield from string_paths(sub, defs, path + (key,))
         extra = node.get("additionalProperties")
         if isinstance(extra, dict) and not node.get("properties"):

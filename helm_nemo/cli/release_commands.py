@@ -17,11 +17,11 @@ from helm_nemo.cli import _fail, _helm, _out, _say
 
 
 def plans_of(values_files, release: str | None, chart: str | None, chart_version: str | None,
-             chart_repo: str | None = None, root: str | None = None):
-    from helm_nemo.values.plan import build_plans
+             chart_repo: str | None = None, root: str | None = None, extra: list[str] | None = None):
+    from helm_nemo.values.plan import build_plans, registry_flags
 
     plans = build_plans(list(values_files), release=release, chart=chart, version=chart_version,
-                        chart_repo=chart_repo, root=root)
+                        chart_repo=chart_repo, root=root, pull_flags=registry_flags(extra or []))
     if chart_version:
         for plan in plans:
             plan.chart_version = chart_version
@@ -55,7 +55,7 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
 
                         plans = release_names(list(values_files), release=release)
                     else:
-                        plans = plans_of(values_files, release, chart, chart_version, chart_repo, root)
+                        plans = plans_of(values_files, release, chart, chart_version, chart_repo, root, extra)
                 from helm_nemo.timings import mark
 
                 mark("values: load, substitute, schema")

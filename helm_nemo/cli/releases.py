@@ -123,8 +123,8 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
 
     with secrets.collecting(show=show_secrets):
         try:
-            plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root)
             extra = run.helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
+            plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root, extra=extra)
             code = run.print_diff(plans, _helm(), extra, list(values_files), output=output, no_color=no_color,
                                   show_secrets=show_secrets, validate=not skip_manifest_validation)
         except UserError as err:
@@ -142,17 +142,26 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
 
 @click.command()
 @_values_options
-@click.option("--chart", default=None)
+@click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")
+@click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")
+@click.option("--chart-repo", default=None, metavar="oci://HOST/PATH",
+              help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).")
+@click.option("--plain-http", is_flag=True, help="Pull an oci:// chart over http (helm pull --plain-http).")
+@click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
 @_target_option
-def validate(values_files, root, show_secrets, chart, release, target):
-    """Check a values or recipe file (substitution, files, schema) without calling helm; with --target slurm,
-    also the slurm: section and everything the Slurm job needs."""
+def validate(values_files, root, show_secrets, chart, chart_version, chart_repo, plain_http, ca_file, release, target):
+    """Check a values or recipe file (substitution, files, schema, the charts' cross-field rules) without
+    installing or rendering anything; with --target slurm, also the slurm: section and everything the Slurm
+    job needs. An oci:// chart that is not a released shipped chart is pulled with `helm pull` (the chart only:
+    no value is sent) and the values are checked against its own schema; if it cannot be pulled, that is an
+    error, never an unchecked ok."""
     from helm_nemo import secrets
 
+    registry = (["--plain-http"] if plain_http else []) + (["--ca-file", ca_file] if ca_file else [])
     with secrets.collecting(show=show_secrets):
         try:
-            plans = run.plans_of(values_files, release, chart, None, root=root)
+            plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root=root, extra=registry)
             if target == "slurm":
                 from helm_nemo.targets import slurm_cli
 

@@ -114,8 +114,14 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
         if network.get(part):
             props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
-        props[key] = {"type": "integer" if isinstance(value, int) else "string"}
+        props[key] = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if isinstance(value, int) else {"type": "string"}
     return props
+
+
+# Chart kinds whose templates `fail` on value combinations a schema cannot express; helm nemo checks the same
+# rules before helm runs (values/cross_field.py), with the facts of the profile the schema carries under CHECKS_KEY.
+CROSS_FIELD_KINDS = ("jobset", "nemo-training")
+CHECKS_KEY = "x-helm-nemo-checks"
 
 
 def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
@@ -129,6 +135,10 @@ def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
             for ref in {p["$ref"].rsplit("/", 1)[-1] for p in extra.values() if "$ref" in p}:
                 schema.setdefault("definitions", {}).setdefault(ref, shared[ref])
             schema["definitions"] = dict(sorted(schema["definitions"].items()))
+    if profile is not None and spec.kind in CROSS_FIELD_KINDS:
+        # What helm nemo's cross-field checks (values/cross_field.py) need of the profile; travels with the chart.
+        schema[CHECKS_KEY] = {"kind": spec.kind, "accelerator": profile["id"], "displayName": profile["displayName"],
+                              "gpusPerNode": profile["gpusPerNode"], "nodeLabels": dict(profile.get("nodeLabels") or {})}
     return schema
 
 

@@ -109,6 +109,34 @@ def _loader() -> Any:
 STDIN_NAME = "<stdin>"
 
 
+def text_position(text: str, index: int) -> tuple[int, int]:
+    """(line, column), 1-based, of the character at `index` of `text`."""
+    start = text.rfind("\n", 0, index) + 1
+    return text.count("\n", 0, index) + 1, index - start + 1
+
+
+def byte_position(raw: bytes, index: int) -> tuple[int, int]:
+    """(line, column), 1-based, of byte `index` of UTF-8 `raw` (the column counts characters before it)."""
+    start = raw.rfind(b"\n", 0, index) + 1
+    return raw.count(b"\n", 0, index) + 1, len(raw[start:index].decode("utf-8", errors="replace")) + 1
+
+
+def decode_utf8(raw: bytes) -> str:
+    """UTF-8 text (a leading BOM dropped); UnicodeDecodeError's start is an index into `raw` either way."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        try:
+            return raw[3:].decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UnicodeDecodeError(err.encoding, raw, err.start + 3, err.end + 3, err.reason) from None
+    return raw.decode("utf-8")
+
+
+def not_utf8(raw: bytes, err: UnicodeDecodeError) -> str:
+    """Where and what the first byte that is not UTF-8 is: `line 3, column 9 (byte 0xe9 …)`."""
+    line, column = byte_position(raw, err.start)
+    return f"line {line}, column {column} (byte 0x{raw[err.start]:02x} at offset {err.start}: {err.reason})"
+
+
 def _read_capped(path: Path) -> str:
     """At most MAX_VALUES_BYTES of a file (a FIFO and `<(…)` work; /dev/zero stops at the cap), or of stdin."""
     import sys
@@ -121,7 +149,13 @@ def _read_capped(path: Path) -> str:
     if len(raw) > MAX_VALUES_BYTES:
         raise UserError(Problem(str(path), None, None, "$", f"the values file is larger than {MAX_VALUES_BYTES // 2**20} MiB",
                                 hint="long scripts and configs go into their own files, read with `files:`"))
-    return raw.decode("utf-8-sig")
+    try:
+        return decode_utf8(raw)
+    except UnicodeDecodeError as err:
+        line, column = byte_position(raw, err.start)
+        raise UserError(Problem(str(path), line, column, "$", "cannot read values file: not UTF-8 text "
+                                f"(byte 0x{raw[err.start]:02x} at offset {err.start}: {err.reason})",
+                                hint="save the file as UTF-8")) from None
 
 
 def load_values(path: str | Path) -> LoadedValues:
@@ -135,9 +169,6 @@ def load_values(path: str | Path) -> LoadedValues:
                                 hint="check the path given to --values")) from None
     except IsADirectoryError:
         raise UserError(Problem(str(path), None, None, "$", "cannot read values file: it is a directory")) from None
-    except UnicodeDecodeError as err:
-        raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: not UTF-8 text ({err.reason} "
-                                f"at byte {err.start})")) from None
     except OSError as err:
         raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: {err.strerror or err}")) from None
     return load_values_text(text, path)
@@ -150,7 +181,7 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
     path = Path(filename)
     _check_nesting(text, path)
     try:
-        _check_limits(text, path)
+        tags = _check_limits(text, path)
         documents = list(yaml.compose_all(text, Loader=_loader()))
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
@@ -160,6 +191,12 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
                                     hint="indent with spaces only; replace the tab(s) on this line")) from None
         raise UserError(Problem(str(path), line, col, "$", f"invalid YAML: {err.problem or err.context}",
                                 hint="check indentation and quoting around this line")) from None
+    except yaml.reader.ReaderError as err:  # a character YAML never allows (NUL, other control characters)
+        line, column = text_position(text, err.position) if isinstance(err.position, int) else (None, None)
+        what = "a NUL character" if err.character in (0, "\0") else f"the control character #x{int(err.character):04x}" \
+            if isinstance(err.character, int) else f"the character {err.character!r}"
+        raise UserError(Problem(str(path), line, column, "$", f"invalid YAML: {what} (YAML, JSON and helm do not carry it)",
+                                hint="remove it: values files are text")) from None
     except yaml.YAMLError as err:
         raise UserError(Problem(str(path), None, None, "$", f"invalid YAML: {err}")) from None
     documents = [d for d in documents if not _is_null(d)]
@@ -176,7 +213,7 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
         kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
         raise UserError(Problem(str(path), root.start_mark.line + 1, root.start_mark.column + 1, "$",
                                 f"the top level must be a mapping (key: value), found {kind}"))
-    builder = _Builder(loaded)
+    builder = _Builder(loaded, tags)
     data = builder.convert(root, ())
     if builder.problems:
         raise UserError(builder.problems, title=f"{path}: {len(builder.problems)} problem(s) reading the values:")
@@ -196,12 +233,15 @@ def _check_nesting(text: str, path: Path) -> None:
                                 f"the values nest deeper than {MAX_DEPTH} levels", hint="flatten the structure")) from None
 
 
-def _check_limits(text: str, path: Path) -> None:
+def _check_limits(text: str, path: Path) -> dict[tuple[int, int], str]:
     """Walk the YAML events once (libyaml's parser does not recurse) and stop at the first limit exceeded:
     nesting deeper than MAX_DEPTH or more than MAX_NODES values, counting each alias as the size and depth
-    of the node it repeats. Syntax errors are left to the composer, which reports them the usual way."""
+    of the node it repeats. Syntax errors are left to the composer, which reports them the usual way.
+    Returns the explicit tags other than the core ones (ALLOWED_TAGS), by the (line, column) of their node:
+    only the event stream tells a tag that was written from one the resolver gave."""
     import yaml
 
+    tags: dict[tuple[int, int], str] = {}
     nodes = depth = 0
     sizes: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of the anchored node
     open_nodes: list[list[Any]] = []  # [anchor, values before it, deepest level inside]
@@ -220,6 +260,10 @@ def _check_limits(text: str, path: Path) -> None:
     event: Any  # the node events below have an .anchor (`kind is` is fast but does not narrow the type)
     for event in yaml.parse(text, Loader=_loader()):
         kind = type(event)
+        tag = getattr(event, "tag", None)
+        if tag is not None and tag not in ALLOWED_TAGS:
+            mark = event.start_mark
+            tags[(mark.line, mark.column) if mark else (0, 0)] = tag
         if kind is yaml.ScalarEvent:
             nodes += 1
             if event.anchor:
@@ -246,6 +290,7 @@ def _check_limits(text: str, path: Path) -> None:
         if nodes > MAX_NODES:
             stop(event, f"more than {MAX_NODES} values after expanding aliases",
                  "a values file this large is almost certainly an alias bomb")
+    return tags
 
 
 def _is_null(node: Node | None) -> bool:
@@ -301,17 +346,22 @@ def helm_scalar(text: str) -> Any:
     return text
 
 
+# Explicit tags a values file may carry: the core YAML types, which mean to helm what they mean here. Every other
+# tag is an error: `!!python/…` (code in other loaders), `!!binary` (helm decodes it, we would not), `!!timestamp`,
+# `!!set`, `!!omap`, local `!foo` tags and the non-specific `!`.
+ALLOWED_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq"))
 _IMPLICIT_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
-_STRING_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary", "tag:yaml.org,2002:str"}
+_STRING_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:str"}  # resolved timestamps stay strings
 
 
 class _Builder:
     """Node tree -> plain Python, filling the position tables and collecting every problem."""
 
-    def __init__(self, loaded: LoadedValues):
+    def __init__(self, loaded: LoadedValues, tags: dict[tuple[int, int], str] | None = None):
         import yaml
 
         self.loaded = loaded
+        self.tags = dict(tags or {})  # explicit tags that are refused, by node position (reported once each)
         self.constructor = yaml.constructor.SafeConstructor()
         self.problems: list[Problem] = []
 
@@ -335,7 +385,27 @@ class _Builder:
             return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
         return str(value)
 
+    def refused_tag(self, node: Node, where: tuple[Any, ...]) -> bool:
+        """An explicit tag other than the core ones: one problem at the node (once, however often an alias repeats it)."""
+        tag = self.tags.pop((node.start_mark.line, node.start_mark.column), None)
+        if tag is None:
+            return False
+        shown = "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+        self.problem(node.start_mark, where, f"the YAML tag {shown} is not allowed in values",
+                     hint="remove the tag (values are plain strings, numbers, booleans, lists and mappings); "
+                          "quote the value if you mean the text")
+        return True
+
     def scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
+        value = self._scalar(node, where)
+        if isinstance(value, str) and "\0" in value:
+            self.problem(node.start_mark, where, "a NUL character (\\0) in a string: helm, JSON and Kubernetes "
+                         "do not carry it", hint="remove the \\0 (or \\x00, \\u0000) escape")
+        return value
+
+    def _scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
+        if self.tags and self.refused_tag(node, where):  # `! x` resolves to a core tag: only the position tells
+            return node.value
         if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
             return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
         if not node.style and node.tag in _IMPLICIT_TAGS:
@@ -363,16 +433,23 @@ class _Builder:
         import yaml
 
         loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
+        if not isinstance(node, yaml.ScalarNode) and self.refused_tag(node, where):
+            return {} if isinstance(node, yaml.MappingNode) else []
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             first: dict[str, tuple[int, int]] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys written here win
                     merged = self.convert(value_node, where)
-                    for item in merged if isinstance(merged, list) else [merged]:
-                        if isinstance(item, dict):
-                            for k, v in item.items():
-                                out.setdefault(k, v)
+                    items = merged if isinstance(merged, list) else [merged]
+                    if not all(isinstance(item, dict) for item in items) or not items:
+                        self.problem(value_node.start_mark, where + ("<<",), "the merge key << takes a mapping "
+                                     "(an alias such as *defaults) or a list of mappings",
+                                     hint="helm refuses anything else; remove the << line or point it at a mapping")
+                        continue
+                    for item in items:
+                        for k, v in item.items():
+                            out.setdefault(k, v)
                     continue
                 key = self.key(key_node)
                 line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1

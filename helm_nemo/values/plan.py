@@ -53,6 +53,7 @@ class ReleasePlan:
     substitution: Any = None  # the file's SubstitutionResult (which values came from which variables)
     loaded: Any = None  # the file's LoadedValues (positions for errors of the other targets)
     sources: list[Path] = field(default_factory=list)  # every -f file (several merge into one), in order
+    pulled: Path | None = None  # an oci:// chart's own folder, pulled with helm to check the values against it
 
     def values_flags(self) -> str:
         """`--values A [--values B]`: how to name this plan's files again in a hint."""
@@ -65,6 +66,8 @@ class ReleasePlan:
         that released content (so validation and install-time stamping match a local install)."""
         if not self.chart.startswith("oci://"):
             return Path(self.chart)
+        if self.pulled is not None:
+            return self.pulled
         return released_local_chart(self.chart.rstrip("/").rsplit("/", 1)[-1], self.chart_version)
 
 
@@ -79,6 +82,53 @@ def released_local_chart(name: str, version: str | None) -> Path | None:
         if chart.name == name and chart.version == version and chart.digest == locked:
             return chart_yaml.parent
     return None
+
+
+# helm pull flags that say how to reach a registry (taken from the command line, given to the pull only).
+REGISTRY_FLAGS = {"--plain-http": False, "--insecure-skip-tls-verify": False, "--ca-file": True, "--cert-file": True,
+                  "--key-file": True, "--registry-config": True, "--repository-config": True}
+_PULLED: dict[tuple, Any] = {}  # (reference, version, flags) -> TemporaryDirectory holding the pulled chart
+
+
+def registry_flags(extra: Sequence[str]) -> list[str]:
+    """The REGISTRY_FLAGS among helm's flags of the command line (`--ca-file X` and `--ca-file=X`)."""
+    out: list[str] = []
+    args = list(extra)
+    for index, arg in enumerate(args):
+        name = arg.partition("=")[0]
+        if name in REGISTRY_FLAGS:
+            out.append(arg)
+            if REGISTRY_FLAGS[name] and "=" not in arg and index + 1 < len(args):
+                out.append(args[index + 1])
+    return out
+
+
+class ChartPullFailed(Exception):
+    """helm could not pull an oci:// chart: the values were not checked against it."""
+
+
+def pull_chart(reference: str, version: str | None, flags: Sequence[str] = ()) -> Path:
+    """The folder of an oci:// chart, pulled (once per run) with the real helm into a temporary folder that is
+    removed at exit. Only the chart is fetched: no value goes to helm, no cluster is asked."""
+    import subprocess
+    import tempfile
+
+    key = (reference, version, tuple(flags))
+    if key not in _PULLED:
+        from helm_nemo.actions.helm import locate_helm
+
+        folder = tempfile.TemporaryDirectory(prefix="helm-nemo-pull-")
+        args = [locate_helm(), "pull", reference, "--untar", "--untardir", folder.name, *flags]
+        if version:
+            args += ["--version", version]
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+        charts = [p.parent for p in Path(folder.name).glob("*/Chart.yaml")]
+        if proc.returncode != 0 or len(charts) != 1:
+            words = (proc.stderr or proc.stdout).strip().splitlines()
+            folder.cleanup()
+            raise ChartPullFailed(words[-1] if words else f"helm pull exited {proc.returncode} without a chart")
+        _PULLED[key] = (folder, charts[0])
+    return _PULLED[key][1]
 
 
 class FileBudget:
@@ -103,6 +153,7 @@ def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[A
     A path is relative to the file that names it and must stay inside `root` (default: that file's
     folder); regular files only, within the size limits of values/paths.py."""
     from helm_nemo.values.paths import MAX_FILE_BYTES, MAX_TOTAL_BYTES, PathRefused, inside, read_regular
+    from helm_nemo.values.load import not_utf8, text_position
 
     budget = budget or FileBudget()
     problems = []
@@ -116,9 +167,10 @@ def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[A
             problems.append(problem(loaded, where, str(refused), hint=refused.hint))
             continue
         limit = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - budget.used)
+        raw = b""
         try:
             raw = read_regular(target, limit)
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8")  # as --set-file reads it (a BOM stays)
         except FileNotFoundError:
             problems.append(problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
                                      hint="paths are relative to the values file"))
@@ -130,10 +182,16 @@ def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[A
             problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
             continue
         except UnicodeDecodeError as err:
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text ({err.reason} at byte {err.start})"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
+                                    hint="files are read as UTF-8 text"))
             continue
         except OSError as err:
             problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
+            continue
+        if "\0" in text:
+            line, column = text_position(text, text.index("\0"))
+            problems.append(problem(loaded, where, f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
+                                    "(helm, JSON and Kubernetes do not carry it)", hint="files are read as text"))
             continue
         budget.used += len(raw)
         _set_dotted(values, key, text)
@@ -295,9 +353,10 @@ def _from_repository(loaded: LoadedValues, where: tuple[Any, ...], chart: str, v
     return f"{repo.rstrip('/')}/{shipped.name}", version
 
 
-def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None, chart_override: str | None,
-              version: str | None, origin: dict[str, tuple[Any, ...]] | None = None, chart_repo: str | None = None,
-              root: Path | None = None, budget: FileBudget | None = None) -> tuple[ReleasePlan, list[Any]]:
+def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None,
+              chart_override: str | None, version: str | None, origin: dict[str, tuple[Any, ...]] | None = None,
+              chart_repo: str | None = None, root: Path | None = None, budget: FileBudget | None = None,
+              pull_flags: Sequence[str] = ()) -> tuple[ReleasePlan, list[Any]]:
     from helm_nemo.user_errors import raise_if_problems
 
     real = real_path(prefix, origin or {})
@@ -313,7 +372,23 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
                        chart_version=version, values=data, source=loaded.path, json_prefix=prefix,
                        target_sections=sections, loaded=loaded, sources=list(loaded.paths))
     local = plan.local_chart
+    if local is None and chart.startswith("oci://"):  # not the shipped chart: check against the chart itself
+        try:
+            plan.pulled = local = pull_chart(chart, version, pull_flags)
+        except ChartPullFailed as failed:
+            from helm_nemo.values.recipe import command_line_problem
+
+            message = (f"cannot check the values against chart {chart}{' ' + version if version else ''}: "
+                       f"helm pull failed: {failed}")
+            hint = ("check the reference and the version, `helm registry login`, and registry flags (--plain-http, "
+                    "--ca-file); or --chart PATH for a local copy of the chart")
+            problems.append(command_line_problem(message, hint) if chart_override else
+                            problem(loaded, real(("chart",)) if "chart" in data else prefix, message, hint=hint))
+            return plan, problems
     schema = chart_schema(local) if local else None
+    if schema is None and local is not None:
+        plan.warnings.append(f"chart {chart} has no values.schema.json: the values were checked for substitution and "
+                             "files only, not against a schema")
     if schema is not None:
         from helm_nemo.values.validation import extra_problems, validate
 
@@ -324,9 +399,12 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
                  "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
         assert local is not None  # the schema is the local chart's
         defaults = chart_defaults(local)
-        found = validate(merge_values(defaults, data), schema, **where) + extra_problems(data, defaults, **where)
+        merged = merge_values(defaults, data)
+        found = validate(merged, schema, **where) + extra_problems(data, defaults, **where)
         if name_problems:  # the schema's own release pattern says the same thing
             found = [p for p in found if p.json_path != "$.release"]
+        else:
+            found += _cross_field(loaded, merged, data, schema, name, release, real, prefix)
         problems += found
         for legacy in legacy_keys(schema, data):
             line, _ = loaded.position(prefix + legacy)
@@ -335,14 +413,40 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
     return plan, problems
 
 
+def _cross_field(loaded, merged: dict[str, Any], data: dict[str, Any], schema: dict[str, Any], name: str,
+                 release: str | None, real, prefix: tuple) -> list:
+    """The chart's `fail` rules (values/cross_field.py) as Problems at the value that breaks them."""
+    from helm_nemo.secrets import mask
+    from helm_nemo.user_errors import Problem
+    from helm_nemo.values.cross_field import cross_field_problems
+    from helm_nemo.values.recipe import COMMAND_LINE
+
+    found: list = []
+
+    def add(at: tuple | None, message: str, expected: str | None = None, hint: str | None = None) -> None:
+        if at is None:
+            found.append(Problem(COMMAND_LINE, None, None, "$", mask(f"release name {name!r} (from the command line): "
+                                 f"{message}"), expected, hint))
+            return
+        written = real(at)
+        line, column = loaded.position(written)
+        found.append(Problem(str(loaded.file_of(written)), line, column, json_path(at), mask(message), expected, hint))
+
+    cross_field_problems(merged, schema, name, release_on_command_line=bool(release), add=add, user=data)
+    return found
+
+
 def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
                 release: str | None = None, chart: str | None = None, version: str | None = None,
-                chart_repo: str | None = None, root: str | Path | None = None) -> list[ReleasePlan]:
+                chart_repo: str | None = None, root: str | Path | None = None,
+                pull_flags: Sequence[str] = ()) -> list[ReleasePlan]:
     """Load, substitute, read files and validate; raise UserError with every problem, or return the plans.
 
     `path`: a values or recipe file, or several values files merged like helm's `-f a -f b`; `root`: the
     folder `files:` and `chart:` paths must stay inside (default: each file's own folder);
-    `chart_repo` (default: $HELM_NEMO_CHART_REPO): charts named by kind come from that OCI repository."""
+    `chart_repo` (default: $HELM_NEMO_CHART_REPO): charts named by kind come from that OCI repository. An oci://
+    chart that is not a released shipped chart is pulled with helm (`pull_flags`: how to reach the registry) and
+    the values are checked against its own schema; when it cannot be pulled, that is a problem (never a silent ok)."""
     from helm_nemo.values.substitute import substitute
     from helm_nemo.user_errors import raise_if_problems
 
@@ -355,7 +459,7 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
     data = substituted.data
     if "releases" not in data:
         plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version,
-                                   chart_repo=chart_repo, root=root, budget=budget)
+                                   chart_repo=chart_repo, root=root, budget=budget, pull_flags=pull_flags)
         raise_if_problems(problems, title=f"{loaded.label}: values do not fit chart {plan.chart}:")
         plan.substitution = substituted
         return [plan]
@@ -375,7 +479,7 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
         values, origin = release_values(item, where)
         plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
                                 version=item.get("version"), origin=origin, chart_repo=chart_repo, root=root,
-                                budget=budget)
+                                budget=budget, pull_flags=pull_flags)
         if plan.release in seen:
             found.append(problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
         seen[plan.release] = index

@@ -13,11 +13,13 @@ names and eats shell `$1`/`$labels`; so, following helm-ecosystem.md §3.3:
   1. NAME is one of the pod's own variables, RUNTIME_VARIABLES (generator/shared/runtime-variables.yaml:
      `${NNODES}`, `${JOB_IDENTIFIER}`, `${HOME}` …): always, whatever the local environment holds;
   2. NAME is an env var the values define for the pod (an item `name: NAME` of any `envs`, `ncclSettings`
-     or `env` list) and is not set in the local environment. Set locally as well, `${NAME}` is ambiguous
+     or `env` list; in a recipe file, of the same release: each release is its own pod, pod_env_scopes)
+     and is not set in the local environment. Set locally as well, `${NAME}` is ambiguous
      and an error that says how to choose: `$${NAME}` for the pod's value, or the local value under
      another name. The `value` of the entry that defines NAME is the exception: Kubernetes never expands
      `${…}` in an env value, so `{name: HF_TOKEN, value: ${HF_TOKEN}}` takes HF_TOKEN from the environment;
   every other `${NAME}` is substituted from the environment (unset: an error);
+- `${A:-${B:-…}}` defaults nest at most MAX_DEFAULT_DEPTH levels (deeper: an error, never a RecursionError);
 - typing: a substituted value is always the string the variable holds; it never changes type
   (TAG=1.10 gives "1.10", FLAG=yes gives "yes", N=08 gives "08"), so a number or boolean a schema
   needs is written literally in the file, and the schema names the line when a string lands there.
@@ -129,6 +131,20 @@ def pod_env_names(data: Any) -> dict[str, list[tuple[Any, ...]]]:
     return found
 
 
+def pod_env_scopes(data: Any) -> dict[tuple, dict[str, list[tuple]]]:
+    """The pod env names each part of a file sees, by path prefix: a recipe's releases are separate pods, so an
+    env name one release defines is that release's alone (`("releases", i)` -> its names); the recipe's own keys
+    see none. A plain values file is one scope, `()`."""
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(releases, list):
+        return {(): pod_env_names(data)}
+    scopes: dict[tuple, dict[str, list[tuple]]] = {(): {}}
+    for index, item in enumerate(releases):
+        where = ("releases", index)
+        scopes[where] = {name: [where + path for path in paths] for name, paths in pod_env_names(item).items()}
+    return scopes
+
+
 def runtime_names(data: Any) -> set[str]:
     """RUNTIME_VARIABLES plus every env var the values define for the pod (see the module doc for the rule)."""
     return set(RUNTIME_VARIABLES) | set(pod_env_names(data))
@@ -148,10 +164,15 @@ def _closing_brace(text: str, start: int) -> int:
     return -1
 
 
+# `${A:-${B:-…}}`: how deep defaults may nest (each level is a reference inside the default of the one around it).
+MAX_DEFAULT_DEPTH = 20
+
+
 class _Substituter:
-    def __init__(self, loaded: LoadedValues, env: Mapping[str, str], keep: set[str], pod_env: dict[str, list[tuple[Any, ...]]],
-                 allow: set[str] | None, prefix: tuple[Any, ...]):
-        self.loaded, self.env, self.keep, self.pod_env, self.allow, self.prefix = loaded, env, keep, pod_env, allow, prefix
+    def __init__(self, loaded: LoadedValues, env: Mapping[str, str], keep: set[str],
+                 scopes: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]], allow: set[str] | None,
+                 prefix: tuple[Any, ...]):
+        self.loaded, self.env, self.keep, self.scopes, self.allow, self.prefix = loaded, env, keep, scopes, allow, prefix
         self.problems: list[Problem] = []
         self.missing: list[str] = []
         self.used: dict[tuple[Any, ...], list[str]] = {}
@@ -172,10 +193,14 @@ class _Substituter:
             return self.scalar(node, where)
         return node
 
+    def pod_env(self, where: tuple[Any, ...]) -> dict[str, list[tuple[Any, ...]]]:
+        """The pod env names visible at `where`: those of its release (or of the whole values file)."""
+        return self.scopes.get(tuple(where[:2]), self.scopes.get((), {})) if len(self.scopes) > 1 else self.scopes[()]
+
     def scalar(self, text: str, where: tuple[Any, ...]) -> Any:
         names: list[str] = []
         secrets: list[str] = []
-        result, whole = self.expand(text, where, names, secrets)
+        result, whole = self.expand(text, where, names, secrets, 0)
         if names:
             self.used[self.prefix + where] = names
             self.environment[where] = [self.env[name] for name in names if self.env.get(name)]
@@ -183,8 +208,9 @@ class _Substituter:
             self.secrets[where] = secrets
         return result  # a string stays a string (see the module docstring: no re-typing)
 
-    def expand(self, text: str, where: tuple[Any, ...], names: list[str], secrets: list[str]) -> tuple[str, bool]:
-        """Expand `text`; the flag says it was exactly one reference that got substituted (re-typable)."""
+    def expand(self, text: str, where: tuple[Any, ...], names: list[str], secrets: list[str],
+               depth: int) -> tuple[str, bool]:
+        """Expand `text` (`depth`: defaults around it); the flag says it was exactly one substituted reference."""
         out: list[str] = []
         whole = False
         index = 0
@@ -210,13 +236,14 @@ class _Substituter:
                 out.append(text[dollar:])
                 break
             token = text[dollar:close + 1]
-            replacement, substituted = self.reference(token, where, names, secrets)
+            replacement, substituted = self.reference(token, where, names, secrets, depth)
             out.append(replacement)
             whole = substituted and dollar == 0 and close == len(text) - 1
             index = close + 1
         return "".join(out), whole
 
-    def reference(self, token: str, where: tuple[Any, ...], names: list[str], secrets: list[str]) -> tuple[str, bool]:
+    def reference(self, token: str, where: tuple[Any, ...], names: list[str], secrets: list[str],
+                  depth: int) -> tuple[str, bool]:
         """The text for one `${…}` and whether it was substituted (False: kept for the pod, or an error)."""
         body = _BODY.fullmatch(token[2:-1])
         if not body:
@@ -226,7 +253,7 @@ class _Substituter:
         name, op, arg = body.group("name"), body.group("op"), body.group("arg")
         if name in self.keep:
             return token, False  # the pod's shell expands it
-        defined = self.pod_env.get(name)
+        defined = self.pod_env(where).get(name)
         if defined and not (where[-1:] == ("value",) and where[:-1] in defined):  # see rule 2 of the module doc
             if name not in self.env:
                 return token, False
@@ -243,7 +270,11 @@ class _Substituter:
             return token, False
         value = self.env.get(name)
         if op == ":-" and not value:
-            default, _ = self.expand(arg, where, names, secrets)
+            if depth >= MAX_DEFAULT_DEPTH:
+                self.problem(where, f"${{{name}:-…}} defaults nest deeper than {MAX_DEFAULT_DEPTH} levels",
+                             hint="set one of the variables, or write the default without so many nested references")
+                return token, False
+            default, _ = self.expand(arg, where, names, secrets, depth + 1)
             return default, True
         if value is None or (op == ":?" and not value):
             self.missing.append(name)
@@ -270,7 +301,7 @@ def substitute(loaded: LoadedValues, env: Mapping[str, str], *, keep: Iterable[s
     """
     keep_set = set(keep) if keep is not None else set(RUNTIME_VARIABLES)
     allow_set = set(allow) if allow is not None else None
-    worker = _Substituter(loaded, env, keep_set, pod_env_names(loaded.data), allow_set, prefix)
+    worker = _Substituter(loaded, env, keep_set, pod_env_scopes(loaded.data), allow_set, prefix)
     data = worker.walk(loaded.data, ())
     if worker.problems:
         title = f"{loaded.path}: {len(worker.problems)} problem(s) substituting variables"
