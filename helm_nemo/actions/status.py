@@ -107,7 +107,7 @@ def pick_pod(pods: list[dict], rank: int | None, pod_name: str | None) -> dict:
     for pod in ordered:
         if (objects.pod_rank(pod) or 0) == wanted:
             return pod
-    ranks = sorted({objects.pod_rank(p) for p in ordered if objects.pod_rank(p) is not None})
+    ranks = sorted({rank for rank in map(objects.pod_rank, ordered) if rank is not None})
     raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
 

@@ -9,6 +9,7 @@ the server answers 401), basic auth, client certificates; impersonation headers 
 
 from __future__ import annotations
 
+import builtins
 import http.client
 import json
 import os
@@ -19,6 +20,10 @@ from urllib.parse import urlencode, urlsplit
 
 from helm_nemo.kube.config import ClusterConfig, ExecPlugin
 from helm_nemo.kube.errors import KubeApiError, KubeConfigError, KubeUnreachable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
 
 USER_AGENT = "helm-nemo"
 PAGE_SIZE = 500
@@ -89,7 +94,7 @@ class KubeClient:
                                         server_name=self.config.tls_server_name or self.host)
                 conn.set_tunnel(self.host, self.port)
         else:
-            conn = http.client.HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
+            conn = _HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
             conn._helm_nemo_proxied = bool(proxy)  # absolute URIs through a plain proxy
         self._local.conn = conn
         return conn
@@ -203,13 +208,13 @@ class KubeClient:
                 return None
             raise
 
-    def list(self, path: str, query: dict | None = None, limit: int = PAGE_SIZE) -> list[dict]:
+    def list(self, path: str, query: dict | None = None, limit: int = PAGE_SIZE) -> builtins.list[dict]:
         """Every item of a collection, page by page (`limit` + `continue`). The next page is asked for (on
         another connection) while this one is parsed: its continue token sits in the list's metadata,
         which the API server writes before the items, so it is read from the head of the answer."""
         import threading
 
-        items: list[dict] = []
+        items: builtins.list[dict] = []
         params = dict(query or {})
         if limit:
             params["limit"] = str(limit)
@@ -229,7 +234,8 @@ class KubeClient:
             if status >= 400:
                 raise api_error(status, data, "GET", path)
             token = _continue_token(data) if limit else None
-            following, thread = {}, None
+            following: dict = {}
+            thread: threading.Thread | None = None
             if token:
                 params["continue"] = token
                 thread = threading.Thread(target=fetch, args=(following, dict(params)), daemon=True)
@@ -310,13 +316,13 @@ class KubeClient:
     def version(self) -> dict:
         return self.get("/version")
 
-    def resources(self, group_version: str) -> list[dict] | None:
+    def resources(self, group_version: str) -> builtins.list[dict] | None:
         """The APIResourceList's resources of a group/version, or None when the server does not serve it."""
         path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         found = self.get_or_none(path)
         return None if found is None else list(found.get("resources") or [])
 
-    def groups(self) -> dict[str, list[str]]:
+    def groups(self) -> dict[str, builtins.list[str]]:
         """group -> its served versions (preferred first), core as ""."""
         out = {"": ["v1"]}
         for group in self.get("/apis").get("groups") or []:
@@ -368,16 +374,23 @@ def _reason(err: BaseException) -> str:
     return getattr(err, "strerror", None) or str(err) or type(err).__name__
 
 
+class _HTTPConnection(http.client.HTTPConnection):
+    """Plain HTTP; `_helm_nemo_proxied`: through a plain proxy (the request line carries the absolute URI)."""
+
+    _helm_nemo_proxied = False
+
+
 class _HTTPSConnection(http.client.HTTPSConnection):
     """HTTPS with the kubeconfig's tls-server-name (SNI and the name the certificate is checked against)."""
 
     def __init__(self, host, port, *, timeout, context, server_name):
         super().__init__(host, port, timeout=timeout, context=context)
+        self._tls_context: ssl.SSLContext = context  # http.client keeps it as `_context`, which typeshed omits
         self._server_name = server_name
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)  # through the proxy's tunnel when one is set
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
+        self.sock = self._tls_context.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
 def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
@@ -386,12 +399,22 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
     proxy = next((os.environ[n] for n in names if os.environ.get(n)), None)
     if not proxy or host in ("localhost", "::1") or host.startswith("127."):
         return None
-    from urllib.request import proxy_bypass_environment
+    import urllib.request
 
-    if proxy_bypass_environment(host):
+    # proxy_bypass_environment: public at runtime (NO_PROXY matching), absent from typeshed
+    bypass: Callable[[str], bool] = getattr(urllib.request, "proxy_bypass_environment", lambda host: False)
+    if bypass(host):
         return None
-    split = urlsplit(proxy if "://" in proxy else "http://" + proxy)
-    return split.hostname, split.port or 80
+    try:
+        split = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        hostname, port = split.hostname, split.port or 80
+    except ValueError:  # a bad [IPv6] host, a port that is no number or out of range
+        hostname = None
+    if not hostname:  # as Go: an invalid proxy address is an error, not a direct connection
+        variable = next(n for n in names if os.environ.get(n))
+        raise KubeConfigError(f"{variable}={proxy!r} is not a proxy address (http://host[:port])",
+                              source=variable, hint=f"fix or unset {variable}")
+    return hostname, port
 
 
 def _load_client_cert(context: ssl.SSLContext, cert_file, cert_data, key_file, key_data, source: str) -> None:

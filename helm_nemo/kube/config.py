@@ -199,6 +199,9 @@ def resolve(extra: list[str], env=None, *, namespace: str | None = None) -> Clus
     kubeconfig = given.get("KUBECONFIG")
     explicit = "--kubeconfig" in {a.partition("=")[0] for a in extra}
     paths = kubeconfig_paths(kubeconfig, env)
+    clusters: dict
+    users: dict
+    contexts: dict
     if server_override and not any(p.exists() for p in paths):
         clusters, users, contexts, current = {}, {}, {}, None  # --kube-apiserver alone is a whole config
     else:

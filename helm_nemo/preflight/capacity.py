@@ -36,7 +36,7 @@ def _expression(expr: dict, labels: dict, name: str, field: bool = False) -> boo
         return has
     if op == "DoesNotExist":
         return not has
-    if op in ("Gt", "Lt") and has and values:
+    if op in ("Gt", "Lt") and has and values and value is not None:
         try:
             return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
         except ValueError:

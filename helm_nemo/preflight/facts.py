@@ -7,6 +7,7 @@ instead of failing the whole run.
 
 from __future__ import annotations
 
+import builtins
 import threading
 
 from helm_nemo.kube.errors import KubeApiError, KubeError
@@ -95,7 +96,7 @@ class Facts:
             return None if path is None else self.client.get_or_none(path)
         return self._once(("get", api_version, kind, namespace, name), read)
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None, query: dict | None = None) -> list[dict] | None:
+    def list(self, api_version: str, kind: str, namespace: str | None = None, query: dict | None = None) -> builtins.list[dict] | None:
         def read():
             path = self.path(api_version, kind, namespace)
             return None if path is None else self.client.list(path, query)
@@ -103,17 +104,17 @@ class Facts:
         return self._once(key, read)
 
     # ---- the big lists
-    def read_nodes(self) -> list[dict]:
+    def read_nodes(self) -> builtins.list[dict]:
         return self.client.list("/api/v1/nodes")
 
-    def read_pods(self) -> list[dict]:
+    def read_pods(self) -> builtins.list[dict]:
         """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
         return self.client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
 
-    def nodes(self) -> list[dict]:
+    def nodes(self) -> builtins.list[dict]:
         return self._once("nodes", self.read_nodes)
 
-    def pods(self) -> list[dict]:
+    def pods(self) -> builtins.list[dict]:
         return self._once("pods", self.read_pods)
 
     def allowed(self, verb: str, group: str, resource: str, namespace: str | None) -> tuple[bool, str]:

@@ -26,8 +26,8 @@ class Result:
     details: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        out = {"id": self.id, "verdict": self.verdict, "release": self.release, "message": self.message,
-               "hint": self.hint}
+        out: dict[str, Any] = {"id": self.id, "verdict": self.verdict, "release": self.release, "message": self.message,
+                               "hint": self.hint}
         if self.details:
             out["details"] = self.details
         return out

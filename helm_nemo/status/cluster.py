@@ -15,6 +15,10 @@ from datetime import datetime, UTC
 from helm_nemo.status import kueue, objects
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 INSTANCE = "app.kubernetes.io/instance"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -119,8 +123,8 @@ def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[
     claims = client.list(CLAIMS.format(ns=ns), selector)
     out = {name: ReleaseStatus(name, ns) for name in releases}
 
-    def owner(obj: dict) -> str | None:
-        return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE)
+    def owner(obj: dict) -> str:  # "": no release (the selector asked for the label: never in practice)
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE) or ""
 
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
@@ -168,7 +172,7 @@ def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunI
                    tail: int) -> None:
     from helm_nemo.kube import KubeApiError
 
-    kwargs = {"now": now or datetime.now(UTC)}
+    kwargs: dict[str, Any] = {"now": now or datetime.now(UTC)}
     if stall_factor is not None:
         kwargs["stall_factor"] = stall_factor
     candidates = [ordered[0]] + ([ordered[-1]] if len(ordered) > 1 else [])  # Megatron logs on the last rank
@@ -186,7 +190,7 @@ def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunI
         if status.rank0 is None:
             status.rank0 = name
         if found is not None:
-            if status.workload.state in ("Completed", "Failed"):  # over: no stall, nothing left to wait for
+            if status.workload is not None and status.workload.state in ("Completed", "Failed"):  # over: no stall, nothing left to wait for
                 found.stalled, found.eta_s = False, None
             status.rank0, status.progress = name, found
             return

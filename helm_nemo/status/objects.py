@@ -15,6 +15,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Set as AbstractSet
+
 # Kubernetes labels the workload controllers put on pods
 JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -402,7 +406,7 @@ class EventLine:
         return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
 
 
-def warning_events(events: list[dict], names: set[str], uids: set[str] = frozenset(), limit: int = 8) -> list[EventLine]:
+def warning_events(events: list[dict], names: set[str], uids: AbstractSet[str] = frozenset(), limit: int = 8) -> list[EventLine]:
     """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
     message on many pods of the release is one line with the count summed."""
     merged: dict[tuple, EventLine] = {}

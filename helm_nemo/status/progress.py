@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.metrics.report import Names
+
 WINDOW = 20
 WARMUP = 3
 STALL_FACTOR = 10.0
@@ -29,7 +35,7 @@ class RunInputs:
     """What the figures need beyond the log, from the values (metrics.recipe) and the profiles."""
 
     inputs: dict = field(default_factory=dict)  # metrics.report.Input by key
-    names: dict = field(default_factory=dict)
+    names: Names | dict[str, Any] = field(default_factory=dict)  # empty when there are no values
     missing: list[str] = field(default_factory=list)  # why a figure cannot be computed
     max_steps: int | None = None
     max_steps_origin: str = ""
