@@ -190,7 +190,8 @@ def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunI
         if status.rank0 is None:
             status.rank0 = name
         if found is not None:
-            if status.workload is not None and status.workload.state in ("Completed", "Failed"):  # over: no stall, nothing left to wait for
+            over = status.workload is not None and status.workload.state in ("Completed", "Failed")
+            if over:  # no stall, nothing left to wait for
                 found.stalled, found.eta_s = False, None
             status.rank0, status.progress = name, found
             return

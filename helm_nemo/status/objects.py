@@ -302,7 +302,8 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
 
 
 def _pod_time(status: dict[str, Any]) -> str:
-    times: list[str] = [c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("lastTransitionTime")]
+    times: list[str] = [c.get("lastTransitionTime") for c in status.get("conditions") or []
+                        if c.get("lastTransitionTime")]
     start: str = status.get("startTime", "")
     return max(times) if times else start
 
@@ -408,7 +409,8 @@ class EventLine:
         return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
 
 
-def warning_events(events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(), limit: int = 8) -> list[EventLine]:
+def warning_events(events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(),
+                   limit: int = 8) -> list[EventLine]:
     """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
     message on many pods of the release is one line with the count summed."""
     merged: dict[tuple[str, str, str], EventLine] = {}
