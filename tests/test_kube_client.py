@@ -250,6 +250,33 @@ echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","
         assert client.version()["gitVersion"] and counter.read_text().strip() == "2"
 
 
+def test_proxy_from_the_environment(tmp_path, monkeypatch):
+    from helm_nemo.kube.client import _proxy_for
+
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    assert _proxy_for("https", "api.example") is None
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.corp:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://plain.corp")
+    assert _proxy_for("https", "api.example") == ("proxy.corp", 3128)
+    assert _proxy_for("http", "api.example") == ("plain.corp", 80)
+    assert _proxy_for("https", "127.0.0.1") is None  # never for loopback
+    monkeypatch.setenv("NO_PROXY", ".example")
+    assert _proxy_for("https", "api.example") is None
+    monkeypatch.delenv("NO_PROXY")
+    # plain HTTP through a proxy: the connection goes to the proxy and asks for absolute URIs
+    client = connect(["--kube-apiserver", "http://api.example:8080"], {"KUBECONFIG": str(tmp_path / "none")})
+    conn = client._connection()
+    assert (conn.host, conn.port, conn._helm_nemo_proxied) == ("plain.corp", 80, True)
+    client.close()
+    # an address with no host (or a bad port) is an error, as in Go: not a TypeError, not a direct connection
+    for bad in ("http://:3128", "http://[proxy", "proxy.corp:port", "proxy.corp:99999"):
+        monkeypatch.setenv("HTTPS_PROXY", bad)
+        with pytest.raises(KubeConfigError) as caught:
+            _proxy_for("https", "api.example")
+        assert "HTTPS_PROXY" in caught.value.format() and "not a proxy address" in caught.value.format()
+
+
 def test_kube_package_is_not_imported_by_other_commands():
     """The client is lazy: `template` and `validate` never import it (nor http.client's ssl setup)."""
     code = ("import sys; sys.argv=['helm-nemo','version']\n"

@@ -468,7 +468,8 @@ def test_more_waiting_reasons(waiting, reason, words):
 
 def test_scheduling_gated_by_kueue_topology():
     pod = S.pod(RELEASE, 0, phase="Pending", statuses=[], node=False,
-                conditions=[S.condition("PodScheduled", "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")])
+                conditions=[S.condition("PodScheduled", "False", "SchedulingGated",
+                                        "Scheduling is blocked due to non-empty scheduling gates")])
     pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
     problem = objects.pod_problem(pod)
     assert (problem.reason, problem.words, problem.fatal) == ("SchedulingGated",

@@ -10,16 +10,23 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
+
+    from helm_nemo.actions.helm import HelmBinary
+    from helm_nemo.kube.client import KubeClient
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Result
+    from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo.actions import releases
 
 
-def _options(extra: list[str], mode: str, install_missing: bool = False) -> dict:
+def _options(extra: list[str], mode: str, install_missing: bool = False) -> dict[str, Any]:
     names = {a.partition("=")[0] for a in extra}
     return {"mode": mode, "install_missing": install_missing, "create_namespace": "--create-namespace" in names}
 
 
-def connect_early(plans, extra: list[str]):
+def connect_early(plans: list[ReleasePlan], extra: list[str]) -> tuple[KubeClient, Facts]:
     """(client, facts): connected, with the reads every preflight needs already started, so they run
     while helm renders. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
     from helm_nemo import preflight
@@ -30,7 +37,9 @@ def connect_early(plans, extra: list[str]):
     return client, preflight.start(client, big_lists=any(plan.accelerator for plan in plans))
 
 
-def check_rendered(plans, rendered, extra: list[str], *, mode: str, install_missing: bool = False, early=None):
+def check_rendered(plans: list[ReleasePlan], rendered: list[tuple[ReleasePlan, str]], extra: list[str], *, mode: str,
+                   install_missing: bool = False,
+                   early: tuple[KubeClient, Facts] | None = None) -> tuple[list[Result], dict[str, Any]]:
     """(results, the client's target description) for rendered [(plan, text)]; `early`: connect_early's
     answer. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
     from helm_nemo import preflight
@@ -49,14 +58,14 @@ def check_rendered(plans, rendered, extra: list[str], *, mode: str, install_miss
     return results, target
 
 
-def header(plans, target: dict) -> str:
+def header(plans: list[ReleasePlan], target: dict[str, Any]) -> str:
     source = plans[0].source if plans else "?"
     context = f" (context {target['context']})" if target.get("context") else ""
     count = f"{len(plans)} release(s)" if len(plans) != 1 else f"release {plans[0].release}"
     return f"helm nemo preflight: {count} of {source} -> {target['server']}{context}, namespace {target['namespace']}"
 
 
-def run(plans, helm, extra: list[str], *, output: str = "text", color: bool = False,
+def run(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, output: str = "text", color: bool = False,
         out: Callable[[str], None] = print, err: Callable[[str], None] = print) -> int:
     """`helm nemo preflight`: render, check, print. The exit code."""
     from helm_nemo import preflight
@@ -79,7 +88,8 @@ def run(plans, helm, extra: list[str], *, output: str = "text", color: bool = Fa
     return code
 
 
-def before_install(plans, rendered, extra: list[str], *, upgrade: bool, install_missing: bool, echo) -> int:
+def before_install(plans: list[ReleasePlan], rendered: list[tuple[ReleasePlan, str]], extra: list[str], *,
+                   upgrade: bool, install_missing: bool, echo: Callable[[str], None]) -> int:
     """install/upgrade: the checklist on stderr; 0 to go on (all ok or warn), 1 when a check failed."""
     from helm_nemo import preflight
     from helm_nemo.preflight import report

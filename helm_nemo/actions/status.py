@@ -15,13 +15,22 @@ from collections.abc import Callable
 
 from helm_nemo.user_errors import Problem, UserError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from datetime import datetime
+    from typing import Any
+
+    from helm_nemo.kube.client import KubeClient
+    from helm_nemo.status.progress import RunInputs
+    from helm_nemo.status.signatures import Hit
+
 Echo = Callable[[str], None]
 CLEAR = "\x1b[H\x1b[2J"
 ERRORS_TAIL = 500  # lines of each pod's log --errors reads
 ERRORS_THREADS = 8
 
 
-def connect(extra: list[str], namespace: str | None):
+def connect(extra: list[str], namespace: str | None) -> KubeClient:
     from helm_nemo.kube import connect as kube_connect
 
     return kube_connect(extra, namespace=namespace)
@@ -40,7 +49,7 @@ def release_targets(values_files: list[str], release: str | None) -> list[str]:
     return [r.release for r in release_names(list(values_files), release=release)]
 
 
-def run_inputs_for(values_files: list[str], names: list[str]) -> dict:
+def run_inputs_for(values_files: list[str], names: list[str]) -> dict[str, RunInputs]:
     from helm_nemo.status.progress import RunInputs, run_inputs
 
     if not values_files or values_files == ["-"]:
@@ -49,9 +58,10 @@ def run_inputs_for(values_files: list[str], names: list[str]) -> dict:
     return {name: run_inputs(values_files[-1], name if len(names) > 1 else None) for name in names}
 
 
-def status(names: list[str], client, *, run_inputs: dict | None = None, output: str = "text", watch: bool = False,
-           interval: float = 10.0, stall_factor: float | None = None, out: Echo = print, tty: bool | None = None,
-           now=None, max_refreshes: int | None = None) -> int:
+def status(names: list[str], client: KubeClient, *, run_inputs: dict[str, RunInputs] | None = None,
+           output: str = "text", watch: bool = False, interval: float = 10.0, stall_factor: float | None = None,
+           out: Echo = print, tty: bool | None = None, now: datetime | Callable[[], datetime] | None = None,
+           max_refreshes: int | None = None) -> int:
     """Print the status of the releases; the exit code of the (last) refresh."""
     from helm_nemo.status import cluster, render
     from helm_nemo.status.verdict import exit_code, verdict
@@ -87,14 +97,14 @@ def status(names: list[str], client, *, run_inputs: dict | None = None, output: 
 # logs
 
 
-def _release_pods(client, names: list[str]) -> list[dict]:
+def _release_pods(client: KubeClient, names: list[str]) -> list[dict[str, Any]]:
     from helm_nemo.status import cluster
 
     return client.list(cluster.PODS.format(ns=client.namespace),
                        {"labelSelector": cluster._selector(cluster.INSTANCE, names)})
 
 
-def pick_pod(pods: list[dict], rank: int | None, pod_name: str | None) -> dict:
+def pick_pod(pods: list[dict[str, Any]], rank: int | None, pod_name: str | None) -> dict[str, Any]:
     from helm_nemo.status import cluster, objects
 
     if pod_name:
@@ -107,11 +117,11 @@ def pick_pod(pods: list[dict], rank: int | None, pod_name: str | None) -> dict:
     for pod in ordered:
         if (objects.pod_rank(pod) or 0) == wanted:
             return pod
-    ranks = sorted({objects.pod_rank(p) for p in ordered if objects.pod_rank(p) is not None})
+    ranks = sorted({rank for rank in map(objects.pod_rank, ordered) if rank is not None})
     raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
 
-def logs(names: list[str], client, *, rank: int | None = None, pod: str | None = None, follow: bool = False,
+def logs(names: list[str], client: KubeClient, *, rank: int | None = None, pod: str | None = None, follow: bool = False,
          tail: int | None = None, previous: bool = False, timestamps: bool = False, out: Callable[[str], None],
          err: Echo) -> int:
     """Print (or follow) the training log of one rank or pod. Exit 0, 3 when there is no such pod."""
@@ -149,7 +159,8 @@ def logs(names: list[str], client, *, rank: int | None = None, pod: str | None =
     return 0
 
 
-def errors(names: list[str], client, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo, err: Echo) -> int:
+def errors(names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo,
+           err: Echo) -> int:
     """Scan every pod's recent log (and a restarted container's previous log) for the failure signatures;
     one grouped summary. Exit 1 when a fatal signature is found, 0 when none, 3 when there is no pod."""
     import json
@@ -162,7 +173,7 @@ def errors(names: list[str], client, *, tail: int = ERRORS_TAIL, output: str = "
         err(f"helm nemo logs: no pod of {', '.join(names)} in namespace {client.namespace}")
         return 3
 
-    def read(pod: dict) -> tuple[list, str | None]:
+    def read(pod: dict[str, Any]) -> tuple[list[Hit], str | None]:
         name = pod["metadata"]["name"]
         container = cluster.main_container(pod)
         hits, problem = [], None

@@ -8,15 +8,19 @@ import click
 
 from helm_nemo.cli import PASSTHROUGH, _debug, _out, _say, _traceback
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
 
-def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | None:
+
+def _flag_is_no_release(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     if value and value.startswith("-"):
         ctx.meta["helm_nemo_first_flag"] = value
         return None
     return value
 
 
-def _run(body) -> None:
+def _run(body: Callable[[], int]) -> None:
     """Run `body()` (returning the exit code) with user errors (exit 2), cluster errors (their exit code, one
     screen) and other errors (exit 1) printed without a traceback unless --debug."""
     from helm_nemo.kube import KubeError
@@ -60,7 +64,8 @@ _VALUES_HELP = "Values or recipe file whose releases to show (several merge as h
 @click.option("--stall-after", type=click.FloatRange(1.0), default=10.0, show_default=True,
               help="Stalled when no step came for this many step times (at least 5 minutes).")
 @click.pass_context
-def status(ctx, release, values_files, root, show_secrets, namespace, target, output, watch, interval, stall_after):
+def status(ctx: click.Context, release: str | None, values_files: tuple[str, ...], root: str | None, show_secrets: bool,
+           namespace: str | None, target: str, output: str, watch: bool, interval: float, stall_after: float) -> None:
     """Is the run healthy, how far is it, how fast, when will it end, and if it failed, why.
 
     For each release of --values FILE (or the RELEASE named): the JobSet/Job and its Kueue Workload, pods by
@@ -110,8 +115,9 @@ def status(ctx, release, values_files, root, show_secrets, namespace, target, ou
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="--errors: text or one JSON document.")
 @click.pass_context
-def logs(ctx, release, values_files, namespace, rank, pod, follow, tail, previous, timestamps, errors, errors_tail,
-         output):
+def logs(ctx: click.Context, release: str | None, values_files: tuple[str, ...], namespace: str | None, rank: int | None,
+         pod: str | None, follow: bool, tail: int | None, previous: bool, timestamps: bool, errors: bool, errors_tail: int,
+         output: str) -> None:
     """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors finds
     NCCL errors and timeouts, CUDA OOM, Xid/ECC, segfaults and Python tracebacks in every pod's recent log."""
     from helm_nemo.cli.release_commands import helm_extra

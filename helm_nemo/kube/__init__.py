@@ -21,12 +21,21 @@ until recent versions) and its pinned urllib3/google-auth ranges drift with ever
 preflight and status need is a dozen GETs and one POST.
 """
 
+from __future__ import annotations
+
 from helm_nemo.kube.errors import KubeApiError, KubeConfigError, KubeError, KubeUnreachable
 
 __all__ = ["KubeApiError", "KubeConfigError", "KubeError", "KubeUnreachable", "connect"]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Mapping
 
-def connect(extra: list[str] | None = None, env=None, *, namespace: str | None = None, timeout: float = 30.0):
+    from helm_nemo.kube.client import KubeClient
+
+
+def connect(extra: list[str] | None = None, env: Mapping[str, str] | None = None, *, namespace: str | None = None,
+            timeout: float = 30.0) -> KubeClient:
     """A KubeClient for the cluster helm would use with these helm flags (`extra`) and environment."""
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.kube.config import resolve

@@ -9,6 +9,7 @@ the server answers 401), basic auth, client certificates; impersonation headers 
 
 from __future__ import annotations
 
+import builtins
 import http.client
 import json
 import os
@@ -19,6 +20,11 @@ from urllib.parse import urlencode, urlsplit
 
 from helm_nemo.kube.config import ClusterConfig, ExecPlugin
 from helm_nemo.kube.errors import KubeApiError, KubeConfigError, KubeUnreachable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 USER_AGENT = "helm-nemo"
 PAGE_SIZE = 500
@@ -75,7 +81,7 @@ class KubeClient:
         return context
 
     def _connection(self, fresh: bool = False) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is not None and not fresh:
             return conn
         if conn is not None:
@@ -89,7 +95,7 @@ class KubeClient:
                                         server_name=self.config.tls_server_name or self.host)
                 conn.set_tunnel(self.host, self.port)
         else:
-            conn = http.client.HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
+            conn = _HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
             conn._helm_nemo_proxied = bool(proxy)  # absolute URIs through a plain proxy
         self._local.conn = conn
         return conn
@@ -136,8 +142,8 @@ class KubeClient:
         return headers
 
     # ---- requests
-    def request(self, method: str, path: str, query: dict | None = None, body: dict | None = None,
-                accept: str = "application/json") -> tuple[int, bytes, str]:
+    def request(self, method: str, path: str, query: dict[str, Any] | None = None,
+                body: dict[str, Any] | None = None, accept: str = "application/json") -> tuple[int, bytes, str]:
         """(status, body, content type). Raises KubeUnreachable when there is no HTTP answer."""
         url = self.base_path + path + ("?" + urlencode(query) if query else "")
         headers = self._headers()
@@ -182,20 +188,22 @@ class KubeClient:
             return response.status, data, response.getheader("Content-Type", "")
         raise KubeUnreachable(self.config.server, "the connection kept closing")  # pragma: no cover
 
-    def _json(self, method: str, path: str, query: dict | None = None, body: dict | None = None) -> dict:
+    def _json(self, method: str, path: str, query: dict[str, Any] | None = None,
+              body: dict[str, Any] | None = None) -> dict[str, Any]:
         status, data, _ = self.request(method, path, query, body)
         if status >= 400:
             raise api_error(status, data, method, path)
         try:
-            return json.loads(data)
+            answer: dict[str, Any] = json.loads(data)  # the API answers with an object
+            return answer
         except ValueError:
             raise KubeApiError(status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", method, path) from None
 
-    def get(self, path: str, query: dict | None = None) -> dict:
+    def get(self, path: str, query: dict[str, Any] | None = None) -> dict[str, Any]:
         """One object (or any JSON document) at `path`; KubeApiError on failure (`.not_found` for 404)."""
         return self._json("GET", path, query)
 
-    def get_or_none(self, path: str, query: dict | None = None) -> dict | None:
+    def get_or_none(self, path: str, query: dict[str, Any] | None = None) -> dict[str, Any] | None:
         try:
             return self.get(path, query)
         except KubeApiError as err:
@@ -203,19 +211,20 @@ class KubeClient:
                 return None
             raise
 
-    def list(self, path: str, query: dict | None = None, limit: int = PAGE_SIZE) -> list[dict]:
+    def list(self, path: str, query: dict[str, Any] | None = None,
+             limit: int = PAGE_SIZE) -> builtins.list[dict[str, Any]]:
         """Every item of a collection, page by page (`limit` + `continue`). The next page is asked for (on
         another connection) while this one is parsed: its continue token sits in the list's metadata,
         which the API server writes before the items, so it is read from the head of the answer."""
         import threading
 
-        items: list[dict] = []
+        items: builtins.list[dict[str, Any]] = []
         params = dict(query or {})
         if limit:
             params["limit"] = str(limit)
-        fetched: dict = {}
+        fetched: dict[str, Any] = {}
 
-        def fetch(into: dict, page_params: dict) -> None:
+        def fetch(into: dict[str, Any], page_params: dict[str, Any]) -> None:
             try:
                 into["answer"] = self.request("GET", path, page_params)
             except BaseException as err:  # raised in the caller's thread
@@ -229,7 +238,8 @@ class KubeClient:
             if status >= 400:
                 raise api_error(status, data, "GET", path)
             token = _continue_token(data) if limit else None
-            following, thread = {}, None
+            following: dict[str, Any] = {}
+            thread: threading.Thread | None = None
             if token:
                 params["continue"] = token
                 thread = threading.Thread(target=fetch, args=(following, dict(params)), daemon=True)
@@ -253,18 +263,18 @@ class KubeClient:
                     fetch(following, dict(params))
             fetched = following
 
-    def create(self, path: str, body: dict) -> dict:
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` to a collection (SelfSubjectAccessReview and other virtual resources)."""
         return self._json("POST", path, body=body)
 
-    def text(self, path: str, query: dict | None = None) -> str:
+    def text(self, path: str, query: dict[str, Any] | None = None) -> str:
         """A plain-text GET (pods/NAME/log)."""
         status, data, _ = self.request("GET", path, query, accept="*/*")
         if status >= 400:
             raise api_error(status, data, "GET", path)
         return data.decode("utf-8", "replace")
 
-    def stream(self, path: str, query: dict | None = None, chunk: int = 65536):
+    def stream(self, path: str, query: dict[str, Any] | None = None, chunk: int = 65536) -> Iterator[str]:
         """A plain-text GET read as it arrives (pods/NAME/log?follow=true): yields text pieces until the
         server ends the answer. The stream has its own connection, closed when the caller stops reading."""
         import codecs
@@ -307,16 +317,16 @@ class KubeClient:
             conn.close()
 
     # ---- discovery
-    def version(self) -> dict:
+    def version(self) -> dict[str, Any]:
         return self.get("/version")
 
-    def resources(self, group_version: str) -> list[dict] | None:
+    def resources(self, group_version: str) -> builtins.list[dict[str, Any]] | None:
         """The APIResourceList's resources of a group/version, or None when the server does not serve it."""
         path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         found = self.get_or_none(path)
         return None if found is None else list(found.get("resources") or [])
 
-    def groups(self) -> dict[str, list[str]]:
+    def groups(self) -> dict[str, builtins.list[str]]:
         """group -> its served versions (preferred first), core as ""."""
         out = {"": ["v1"]}
         for group in self.get("/apis").get("groups") or []:
@@ -368,16 +378,23 @@ def _reason(err: BaseException) -> str:
     return getattr(err, "strerror", None) or str(err) or type(err).__name__
 
 
+class _HTTPConnection(http.client.HTTPConnection):
+    """Plain HTTP; `_helm_nemo_proxied`: through a plain proxy (the request line carries the absolute URI)."""
+
+    _helm_nemo_proxied = False
+
+
 class _HTTPSConnection(http.client.HTTPSConnection):
     """HTTPS with the kubeconfig's tls-server-name (SNI and the name the certificate is checked against)."""
 
-    def __init__(self, host, port, *, timeout, context, server_name):
+    def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext, server_name: str) -> None:
         super().__init__(host, port, timeout=timeout, context=context)
+        self._tls_context: ssl.SSLContext = context  # http.client keeps it as `_context`, which typeshed omits
         self._server_name = server_name
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)  # through the proxy's tunnel when one is set
-        self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
+        self.sock = self._tls_context.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
 def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
@@ -386,15 +403,26 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
     proxy = next((os.environ[n] for n in names if os.environ.get(n)), None)
     if not proxy or host in ("localhost", "::1") or host.startswith("127."):
         return None
-    from urllib.request import proxy_bypass_environment
+    import urllib.request
 
-    if proxy_bypass_environment(host):
+    # proxy_bypass_environment: public at runtime (NO_PROXY matching), absent from typeshed
+    bypass: Callable[[str], bool] = getattr(urllib.request, "proxy_bypass_environment", lambda host: False)
+    if bypass(host):
         return None
-    split = urlsplit(proxy if "://" in proxy else "http://" + proxy)
-    return split.hostname, split.port or 80
+    try:
+        split = urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        hostname, port = split.hostname, split.port or 80
+    except ValueError:  # a bad [IPv6] host, a port that is no number or out of range
+        hostname = None
+    if not hostname:  # as Go: an invalid proxy address is an error, not a direct connection
+        variable = next(n for n in names if os.environ.get(n))
+        raise KubeConfigError(f"{variable}={proxy!r} is not a proxy address (http://host[:port])",
+                              source=variable, hint=f"fix or unset {variable}")
+    return hostname, port
 
 
-def _load_client_cert(context: ssl.SSLContext, cert_file, cert_data, key_file, key_data, source: str) -> None:
+def _load_client_cert(context: ssl.SSLContext, cert_file: str | None, cert_data: bytes | None, key_file: str | None,
+                      key_data: bytes | None, source: str) -> None:
     """ssl reads a certificate and key from files only: data goes through a private temporary folder
     that is removed at once."""
     import tempfile
@@ -402,7 +430,7 @@ def _load_client_cert(context: ssl.SSLContext, cert_file, cert_data, key_file, k
     try:
         if cert_data or key_data:
             with tempfile.TemporaryDirectory(prefix="helm-nemo-") as folder:
-                paths = []
+                paths: list[str | None] = []
                 for name, data, given in (("cert.pem", cert_data, cert_file), ("key.pem", key_data, key_file)):
                     if data:
                         path = os.path.join(folder, name)
@@ -412,15 +440,15 @@ def _load_client_cert(context: ssl.SSLContext, cert_file, cert_data, key_file, k
                         paths.append(path)
                     else:
                         paths.append(given)
-                context.load_cert_chain(paths[0], paths[1])
+                context.load_cert_chain(paths[0] or "", paths[1])  # a certificate: the caller checks
         else:
-            context.load_cert_chain(cert_file, key_file)
+            context.load_cert_chain(cert_file or "", key_file)
     except (OSError, ssl.SSLError, TypeError) as err:
         raise KubeConfigError(f"cannot load the client certificate and key: {getattr(err, 'strerror', None) or err}",
                               source=cert_file or source, json_path="$.users[].user.client-certificate") from None
 
 
-def run_exec_plugin(plugin: ExecPlugin, cluster: dict) -> dict:
+def run_exec_plugin(plugin: ExecPlugin, cluster: dict[str, Any]) -> dict[str, Any]:
     """Run an exec credential plugin; its ExecCredential's status (token, or client certificate + key)."""
     import subprocess
     import sys
@@ -429,7 +457,7 @@ def run_exec_plugin(plugin: ExecPlugin, cluster: dict) -> dict:
     if plugin.interactive_mode == "Always" and not interactive:
         raise KubeConfigError(f"the credential plugin {plugin.command} needs a terminal (interactiveMode: Always)",
                               source=plugin.source, json_path="$.users[].user.exec.interactiveMode")
-    spec: dict = {"interactive": interactive}
+    spec: dict[str, Any] = {"interactive": interactive}
     if plugin.provide_cluster_info:
         spec["cluster"] = dict(cluster)
     info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}

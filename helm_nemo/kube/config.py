@@ -24,6 +24,11 @@ from pathlib import Path
 
 from helm_nemo.kube.errors import KubeConfigError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Mapping
+    from typing import Any
+
 # helm's global flags that choose the cluster -> (the HELM_* variable helm gives plugins, takes a value)
 FLAGS = {
     "--kubeconfig": ("KUBECONFIG", True),
@@ -79,10 +84,10 @@ class ClusterConfig:
     impersonate_user: str | None = None
     impersonate_groups: list[str] = field(default_factory=list)
     namespace_explicit: bool = False  # -n / HELM_NAMESPACE given (else the context's or "default")
-    cluster_info: dict = field(default_factory=dict)  # for exec plugins with provideClusterInfo
+    cluster_info: dict[str, Any] = field(default_factory=dict)  # for exec plugins with provideClusterInfo
 
 
-def settings(extra: list[str], env) -> dict[str, str]:
+def settings(extra: list[str], env: Mapping[str, str]) -> dict[str, str]:
     """The HELM_* settings: the environment, overridden by helm global flags found in `extra`."""
     out = {name: env[name] for name, _ in FLAGS.values() if env.get(name)}
     index = 0
@@ -106,14 +111,14 @@ def settings(extra: list[str], env) -> dict[str, str]:
     return out
 
 
-def kubeconfig_paths(given: str | None, env) -> list[Path]:
+def kubeconfig_paths(given: str | None, env: Mapping[str, str]) -> list[Path]:
     if given:
         return [Path(p).expanduser() for p in given.split(os.pathsep) if p]
     home = env.get("HOME") or os.path.expanduser("~")
     return [Path(home) / ".kube" / "config"]
 
 
-def _load_file(path: Path) -> dict:
+def _load_file(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
@@ -135,7 +140,7 @@ def _load_file(path: Path) -> dict:
     return data
 
 
-def _named(data: dict, key: str, path: Path, into: dict) -> None:
+def _named(data: dict[str, Any], key: str, path: Path, into: dict[str, Any]) -> None:
     """clusters/users/contexts of one file into `into` (name -> (entry, file)); first file wins."""
     items = data.get(key) or []
     if not isinstance(items, list):
@@ -146,12 +151,12 @@ def _named(data: dict, key: str, path: Path, into: dict) -> None:
         into.setdefault(item["name"], (item.get(key[:-1]) or {}, path, index))
 
 
-def load_merged(paths: list[Path], explicit: bool) -> tuple[dict, dict, dict, str | None]:
+def load_merged(paths: list[Path], explicit: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]:
     """(clusters, users, contexts, current-context) merged over the files. A missing file in a KUBECONFIG
     list is skipped (client-go does); all of them missing, or an explicit --kubeconfig missing, is an error."""
-    clusters: dict = {}
-    users: dict = {}
-    contexts: dict = {}
+    clusters: dict[str, Any] = {}
+    users: dict[str, Any] = {}
+    contexts: dict[str, Any] = {}
     current = None
     found = 0
     for path in paths:
@@ -174,14 +179,14 @@ def load_merged(paths: list[Path], explicit: bool) -> tuple[dict, dict, dict, st
     return clusters, users, contexts, current
 
 
-def _resolve_path(value, base: Path) -> str | None:
+def _resolve_path(value: object, base: Path) -> str | None:
     if not value:
         return None
     path = Path(os.path.expanduser(str(value)))
     return str(path if path.is_absolute() else base.parent / path)
 
 
-def _data(entry: dict, key: str, path: Path, where: str) -> bytes | None:
+def _data(entry: dict[str, Any], key: str, path: Path, where: str) -> bytes | None:
     value = entry.get(key)
     if not value:
         return None
@@ -191,7 +196,7 @@ def _data(entry: dict, key: str, path: Path, where: str) -> bytes | None:
         raise KubeConfigError(f"{key} is not base64", source=str(path), json_path=f"{where}.{key}") from None
 
 
-def resolve(extra: list[str], env=None, *, namespace: str | None = None) -> ClusterConfig:
+def resolve(extra: list[str], env: Mapping[str, str] | None = None, *, namespace: str | None = None) -> ClusterConfig:
     """The ClusterConfig for helm flags `extra` and the environment `env` (default os.environ)."""
     env = os.environ if env is None else env
     given = settings(extra, env)
@@ -199,15 +204,18 @@ def resolve(extra: list[str], env=None, *, namespace: str | None = None) -> Clus
     kubeconfig = given.get("KUBECONFIG")
     explicit = "--kubeconfig" in {a.partition("=")[0] for a in extra}
     paths = kubeconfig_paths(kubeconfig, env)
+    clusters: dict[str, Any]
+    users: dict[str, Any]
+    contexts: dict[str, Any]
     if server_override and not any(p.exists() for p in paths):
         clusters, users, contexts, current = {}, {}, {}, None  # --kube-apiserver alone is a whole config
     else:
         clusters, users, contexts, current = load_merged(paths, explicit)
     source = os.pathsep.join(str(p) for p in paths)
     context_name = given.get("HELM_KUBECONTEXT") or current
-    context: dict = {}
-    cluster: dict = {}
-    user: dict = {}
+    context: dict[str, Any] = {}
+    cluster: dict[str, Any] = {}
+    user: dict[str, Any] = {}
     cluster_file = user_file = paths[0]
     if context_name:
         if context_name not in contexts:
@@ -296,7 +304,7 @@ def resolve(extra: list[str], env=None, *, namespace: str | None = None) -> Clus
     return config
 
 
-def _exec_plugin(spec, path: Path) -> ExecPlugin:
+def _exec_plugin(spec: object, path: Path) -> ExecPlugin:
     where = "$.users[].user.exec"
     if not isinstance(spec, dict) or not spec.get("command"):
         raise KubeConfigError("exec needs a command", source=str(path), json_path=where)

@@ -15,6 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 from helm_nemo.preflight import access, api, capacity, profile, queue, refs, release
 from helm_nemo.preflight.model import FAIL, OK, ORDER, SKIPPED, WARN, Result
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
+    from typing import Any
+
+    from helm_nemo.kube.client import KubeClient
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
+    Check = Callable[[Facts, list[Release], dict[str, Any]], list[Result]]
+
 # (function, the ids it reports, what it checks): the order of the report; docs/preflight.md lists them.
 CHECKS = [
     (api.reachable, ["api.reachable"], "the API server answers with the kubeconfig's credentials"),
@@ -38,7 +49,7 @@ IDS = [check_id for _, ids, _ in CHECKS for check_id in ids]
 __all__ = ["CHECKS", "IDS", "Result", "run", "exit_code", "OK", "WARN", "FAIL", "SKIPPED", "ORDER"]
 
 
-def start(client, *, big_lists: bool = True):
+def start(client: KubeClient, *, big_lists: bool = True) -> Facts:
     """The cluster's facts, with the reads every run needs started in threads now (the version, and with
     `big_lists` the node and pod lists, the slow ones on a big cluster): the caller renders meanwhile."""
     from helm_nemo.preflight.facts import Facts
@@ -51,7 +62,8 @@ def start(client, *, big_lists: bool = True):
     return facts
 
 
-def run(releases, client, options: dict | None = None, facts=None) -> list[Result]:
+def run(releases: list[Release], client: KubeClient, options: dict[str, Any] | None = None,
+        facts: Facts | None = None) -> list[Result]:
     """Every check, in CHECKS order. `options`: mode (install / upgrade / preflight), install_missing,
     create_namespace; `facts`: from start() (reads already under way)."""
     from helm_nemo.kube.errors import KubeError
@@ -67,7 +79,7 @@ def run(releases, client, options: dict | None = None, facts=None) -> list[Resul
         return [Result("api.reachable", FAIL, reason.split("\n")[0], err.hint)] + \
             [Result(check_id, SKIPPED, "the API server did not answer") for check_id in IDS[1:]]
 
-    def one(entry):
+    def one(entry: tuple[Check, list[str], str]) -> list[Result]:
         function, ids, _ = entry
         try:
             return function(facts, releases, options)

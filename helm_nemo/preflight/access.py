@@ -9,8 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 from helm_nemo.preflight.model import FAIL, OK, Result, first
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
 
-def rbac(facts, releases, options) -> list[Result]:
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
+
+def rbac(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     verbs = ["create", "get"] if options.get("mode") != "upgrade" else ["get", "patch"]
     asks: dict[tuple[str, str, str, str | None], str] = {}
     for release in releases:

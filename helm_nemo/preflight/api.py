@@ -7,6 +7,13 @@ import re
 
 from helm_nemo.preflight.model import FAIL, OK, Result, first
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
 # What to install when a group is not served: cluster add-ons, the same on every accelerator (a profile's
 # preflight.hints, keyed by the group, wins).
 API_HINTS = {
@@ -53,14 +60,14 @@ def _term(version: tuple[int, int, int], op: str, number: str) -> bool:
             "=": version == wanted, "!=": version != wanted}[op]
 
 
-def reachable(facts, releases, options) -> list[Result]:
+def reachable(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     version = facts.version()  # a KubeError here is the runner's: every other check is skipped
     config = facts.client.config
     context = f" (context {config.context})" if config.context else ""
     return [Result("api.reachable", OK, f"{config.server}{context} answers: Kubernetes {version.get('gitVersion', '?')}")]
 
 
-def version(facts, releases, options) -> list[Result]:
+def version(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     served = facts.version().get("gitVersion", "")
     parsed = parse_version(served)
     if parsed is None:
@@ -82,7 +89,7 @@ def version(facts, releases, options) -> list[Result]:
     return [Result("api.version", OK, f"Kubernetes {served} satisfies {', '.join(constraints) or 'every chart'}")]
 
 
-def served(facts, releases, options) -> list[Result]:
+def served(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     wanted: dict[tuple[str, str], list[str]] = {}
     for release in releases:
         for obj in release.objects:
@@ -110,7 +117,7 @@ def served(facts, releases, options) -> list[Result]:
                    " | ".join(hints) or "install the CRD / enable the API that serves it")]
 
 
-def _other_versions(facts, group: str, api: str) -> list[str]:
+def _other_versions(facts: Facts, group: str, api: str) -> list[str]:
     try:
         versions = facts._once("groups", facts.client.groups).get(group) or []
     except Exception:  # only a better hint

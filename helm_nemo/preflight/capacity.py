@@ -13,19 +13,26 @@ from decimal import Decimal
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first, gpu_resource, profile_hint, quantity_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release, Workload
+
 
 def counted(name: str) -> bool:
     return "/" in name or name.startswith("hugepages-")
 
 
-def _quantity(value) -> Decimal:
+def _quantity(value: object) -> Decimal:
     from helm_nemo.validate.quantity import parse_quantity
 
     return parse_quantity(value) or Decimal(0)
 
 
-def _expression(expr: dict, labels: dict, name: str, field: bool = False) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+def _expression(expr: dict[str, Any], labels: dict[str, Any], name: str, field: bool = False) -> bool:
+    key, op, values = expr.get("key") or "", expr.get("operator"), expr.get("values") or []  # "": no label has it
     value = name if field else labels.get(key)
     has = (key == "metadata.name") if field else key in labels
     if op == "In":
@@ -36,7 +43,7 @@ def _expression(expr: dict, labels: dict, name: str, field: bool = False) -> boo
         return has
     if op == "DoesNotExist":
         return not has
-    if op in ("Gt", "Lt") and has and values:
+    if op in ("Gt", "Lt") and has and values and value is not None:
         try:
             return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
         except ValueError:
@@ -44,7 +51,7 @@ def _expression(expr: dict, labels: dict, name: str, field: bool = False) -> boo
     return False
 
 
-def _tolerated(taint: dict, tolerations: list) -> bool:
+def _tolerated(taint: dict[str, Any], tolerations: list[Any]) -> bool:
     for toleration in tolerations:
         if not isinstance(toleration, dict):
             continue
@@ -58,7 +65,7 @@ def _tolerated(taint: dict, tolerations: list) -> bool:
     return False
 
 
-def why_not(node: dict, spec: dict) -> str | None:
+def why_not(node: dict[str, Any], spec: dict[str, Any]) -> str | None:
     """Why a pod with this spec cannot run on the node (None: it can), as the scheduler's filters say it."""
     meta, node_spec = node.get("metadata") or {}, node.get("spec") or {}
     labels, name = meta.get("labels") or {}, meta.get("name", "")
@@ -82,7 +89,7 @@ def why_not(node: dict, spec: dict) -> str | None:
     return None
 
 
-def _in_use(facts, names: set[str], resources: set[str]) -> dict[str, dict[str, Decimal]]:
+def _in_use(facts: Facts, names: set[str], resources: set[str]) -> dict[str, dict[str, Decimal]]:
     """node -> resource -> requested by the pods bound to it that have not ended (only `names`' nodes)."""
     used: dict[str, dict[str, Decimal]] = {}
     for pod in facts.pods():
@@ -104,7 +111,7 @@ def _in_use(facts, names: set[str], resources: set[str]) -> dict[str, dict[str, 
     return used
 
 
-def capacity(facts, releases, options) -> list[Result]:
+def capacity(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     results = []
     nodes = None
     for release in releases:
@@ -121,7 +128,8 @@ def capacity(facts, releases, options) -> list[Result]:
     return results
 
 
-def _workload(facts, release, workload, per_pod: dict[str, Decimal], gpu: str, nodes: list[dict]) -> list[Result]:
+def _workload(facts: Facts, release: Release, workload: Workload, per_pod: dict[str, Decimal], gpu: str,
+              nodes: list[dict[str, Any]]) -> list[Result]:
     label = f"{workload.kind} {workload.name}"
     reasons: dict[str, int] = {}
     matching = []

@@ -7,9 +7,19 @@ instead of failing the whole run.
 
 from __future__ import annotations
 
+import builtins
 import threading
 
 from helm_nemo.kube.errors import KubeApiError, KubeError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable, Hashable
+    from typing import Any, TypeVar
+
+    from helm_nemo.kube.client import KubeClient
+
+    T = TypeVar("T")
 
 
 class Unavailable(Exception):
@@ -17,22 +27,22 @@ class Unavailable(Exception):
 
 
 class Facts:
-    def __init__(self, client):
+    def __init__(self, client: KubeClient) -> None:
         self.client = client
         self.namespace = client.namespace
-        self._cache: dict = {}
+        self._cache: dict[Hashable, Any] = {}  # key -> the answer, or the exception the read raised
         self._lock = threading.Lock()
-        self._threads: dict[str, threading.Thread] = {}
+        self._threads: dict[Hashable, threading.Thread] = {}
 
     # ---- caching
-    def _once(self, key, read):
+    def _once(self, key: Hashable, read: Callable[[], T]) -> T:
         with self._lock:
             thread = self._threads.get(key)
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         with self._lock:
             if key in self._cache:
-                value = self._cache[key]
+                value: T | BaseException = self._cache[key]
                 if isinstance(value, BaseException):
                     raise value
                 return value
@@ -48,9 +58,9 @@ class Facts:
             raise value
         return value
 
-    def prefetch(self, key, read) -> None:
+    def prefetch(self, key: Hashable, read: Callable[[], object]) -> None:
         """Start a read in a thread; the first `_once(key, …)` waits for it."""
-        def run():
+        def run() -> None:
             try:
                 self._once(key, read)
             except Exception:  # kept in the cache, raised to the reader
@@ -62,19 +72,19 @@ class Facts:
         thread.start()
 
     # ---- discovery
-    def version(self) -> dict:
+    def version(self) -> dict[str, Any]:
         return self._once("version", self.client.version)
 
-    def resources(self, group_version: str) -> dict[str, dict] | None:
+    def resources(self, group_version: str) -> dict[str, dict[str, Any]] | None:
         """kind -> its APIResource (name = plural, namespaced) for a served group/version; None: not served."""
-        def read():
+        def read() -> dict[str, dict[str, Any]] | None:
             found = self.client.resources(group_version)
             if found is None:
                 return None
             return {r["kind"]: r for r in found if "/" not in r.get("name", "")}
         return self._once(("resources", group_version), read)
 
-    def served(self, api_version: str, kind: str) -> dict | None:
+    def served(self, api_version: str, kind: str) -> dict[str, Any] | None:
         return (self.resources(api_version) or {}).get(kind)
 
     def path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str | None:
@@ -88,37 +98,38 @@ class Facts:
         base += f"/{resource['name']}"
         return base + (f"/{name}" if name else "")
 
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """One object, or None when it (or its kind) does not exist."""
-        def read():
+        def read() -> dict[str, Any] | None:
             path = self.path(api_version, kind, namespace, name)
             return None if path is None else self.client.get_or_none(path)
         return self._once(("get", api_version, kind, namespace, name), read)
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None, query: dict | None = None) -> list[dict] | None:
-        def read():
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             query: dict[str, Any] | None = None) -> builtins.list[dict[str, Any]] | None:
+        def read() -> builtins.list[dict[str, Any]] | None:
             path = self.path(api_version, kind, namespace)
             return None if path is None else self.client.list(path, query)
         key = ("list", api_version, kind, namespace, tuple(sorted((query or {}).items())))
         return self._once(key, read)
 
     # ---- the big lists
-    def read_nodes(self) -> list[dict]:
+    def read_nodes(self) -> builtins.list[dict[str, Any]]:
         return self.client.list("/api/v1/nodes")
 
-    def read_pods(self) -> list[dict]:
+    def read_pods(self) -> builtins.list[dict[str, Any]]:
         """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
         return self.client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
 
-    def nodes(self) -> list[dict]:
+    def nodes(self) -> builtins.list[dict[str, Any]]:
         return self._once("nodes", self.read_nodes)
 
-    def pods(self) -> list[dict]:
+    def pods(self) -> builtins.list[dict[str, Any]]:
         return self._once("pods", self.read_pods)
 
     def allowed(self, verb: str, group: str, resource: str, namespace: str | None) -> tuple[bool, str]:
         """A SelfSubjectAccessReview: (allowed, the server's reason)."""
-        def read():
+        def read() -> tuple[bool, str]:
             attributes = {"verb": verb, "group": group, "resource": resource}
             if namespace:
                 attributes["namespace"] = namespace

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterable
     from typing import Any
+
+    from helm_nemo.values.plan import ReleasePlan
 
 OK, WARN, FAIL, SKIPPED = "ok", "warn", "fail", "skipped"
 ORDER = {FAIL: 0, WARN: 1, SKIPPED: 2, OK: 3}
@@ -23,11 +26,11 @@ class Result:
     message: str
     hint: str | None = None
     release: str | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
-    def as_json(self) -> dict:
-        out = {"id": self.id, "verdict": self.verdict, "release": self.release, "message": self.message,
-               "hint": self.hint}
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "verdict": self.verdict, "release": self.release, "message": self.message,
+                               "hint": self.hint}
         if self.details:
             out["details"] = self.details
         return out
@@ -40,10 +43,10 @@ class Workload:
     kind: str
     name: str
     namespace: str
-    spec: dict  # the pod spec
-    meta: dict  # the pod template's metadata
+    spec: dict[str, Any]  # the pod spec
+    meta: dict[str, Any]  # the pod template's metadata
     pods: int
-    labels: dict  # the workload object's own labels (kueue.x-k8s.io/queue-name sits there)
+    labels: dict[str, Any]  # the workload object's own labels (kueue.x-k8s.io/queue-name sits there)
 
     def requests(self) -> dict[str, Decimal]:
         """Per pod: the effective request of every resource (regular containers summed, the largest init
@@ -83,8 +86,8 @@ class Release:
     chart_kind: str
     namespace: str
     accelerator: str | None
-    profile: dict | None
-    objects: list[dict]
+    profile: dict[str, Any] | None
+    objects: list[dict[str, Any]]
     kube_version_constraint: str | None = None
 
     def workloads(self) -> list[Workload]:
@@ -99,7 +102,7 @@ class Release:
         return out
 
 
-def release_of(plan, text: str, namespace: str) -> Release:
+def release_of(plan: ReleasePlan, text: str, namespace: str) -> Release:
     """A plan and its rendered text -> Release (objects parsed, the chart's kubeVersion, the profile)."""
     from helm_nemo.validate.documents import parse_documents
 
@@ -138,17 +141,17 @@ def profile_hint(release: Release, name: str, default: str) -> str:
     return ((release.profile or {}).get("preflight") or {}).get("hints", {}).get(name) or default
 
 
-def run_hint(releases, name: str, default: str) -> str:
+def run_hint(releases: Iterable[Release], name: str, default: str) -> str:
     """The first profile hint for `name` among the run's releases (a recipe's storage release has no
     accelerator; its workload's profile knows the cloud), else `default`."""
     for release in releases:
-        hint = ((release.profile or {}).get("preflight") or {}).get("hints", {}).get(name)
+        hint: str | None = ((release.profile or {}).get("preflight") or {}).get("hints", {}).get(name)
         if hint:
             return hint
     return default
 
 
-def obj_key(obj: dict) -> tuple[str, str, str, str]:
+def obj_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     meta = obj.get("metadata") or {}
     return obj.get("apiVersion", ""), obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", "")
 

@@ -9,8 +9,15 @@ import json
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first, profile_hint, run_hint
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
 
-def networks(facts, releases, options) -> list[Result]:
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
+
+def networks(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     results = []
     for release in releases:
         spec = ((release.profile or {}).get("preflight") or {}).get("multiNetwork")
@@ -74,8 +81,8 @@ def networks(facts, releases, options) -> list[Result]:
     return results or [Result("profile.networks", SKIPPED, "no pod names additional networks")]
 
 
-def device_classes(facts, releases, options) -> list[Result]:
-    wanted: dict[str, tuple] = {}
+def device_classes(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
+    wanted: dict[str, tuple[Release, str]] = {}
     for release in releases:
         for obj in release.objects:
             if obj.get("kind") != "ResourceClaimTemplate":
@@ -98,7 +105,7 @@ def device_classes(facts, releases, options) -> list[Result]:
     return [Result("profile.deviceclasses", OK, f"DeviceClass {', '.join(sorted(wanted))} exists")]
 
 
-def csi_drivers(facts, releases, options) -> list[Result]:
+def csi_drivers(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     wanted: dict[str, object] = {}
     for release in releases:
         for obj in release.objects:

@@ -7,21 +7,29 @@ from decimal import Decimal
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, gpu_resource, quantity_text
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release, Workload
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TOPOLOGY_ANNOTATIONS = ("kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology")
 KUEUE_GROUP = "kueue.x-k8s.io"
 
 
-def _queued(releases):
+def _queued(releases: Iterable[Release]) -> Iterator[tuple[Release, Workload, str]]:
     """(release, workload, queue name) of every workload that names a LocalQueue."""
     for release in releases:
         for workload in release.workloads():
-            name = workload.labels.get(QUEUE_LABEL) or (workload.meta.get("labels") or {}).get(QUEUE_LABEL)
+            name: str | None = workload.labels.get(QUEUE_LABEL) or (workload.meta.get("labels") or {}).get(QUEUE_LABEL)
             if name:
                 yield release, workload, name
 
 
-def _kueue_version(facts) -> str | None:
+def _kueue_version(facts: Facts) -> str | None:
     """The served Kueue API version (v1beta1; v1beta2 on newer Kueue), or None when Kueue is not installed."""
     for version in ("v1beta2", "v1beta1"):
         if facts.served(f"{KUEUE_GROUP}/{version}", "LocalQueue") is not None:
@@ -29,12 +37,12 @@ def _kueue_version(facts) -> str | None:
     return None
 
 
-def _gpus(release, workload) -> tuple[str, Decimal]:
+def _gpus(release: Release, workload: Workload) -> tuple[str, Decimal]:
     resource = gpu_resource(release)
     return resource, workload.requests().get(resource, Decimal(0)) * workload.pods
 
 
-def queue(facts, releases, options) -> list[Result]:
+def queue(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     """queue.localqueue, queue.quota and queue.topology for every queued workload."""
     queued = list(_queued(releases))
     if not queued:
@@ -81,7 +89,7 @@ def queue(facts, releases, options) -> list[Result]:
     return results
 
 
-def _quota(release, workload, cq_name: str, cluster_queue: dict) -> Result:
+def _quota(release: Release, workload: Workload, cq_name: str, cluster_queue: dict[str, Any]) -> Result:
     resource, needed = _gpus(release, workload)
     if not needed:
         return Result("queue.quota", SKIPPED, f"{workload.kind} {workload.name} requests no {resource}",
@@ -121,7 +129,8 @@ def _quota(release, workload, cq_name: str, cluster_queue: dict) -> Result:
     return Result("queue.quota", OK, what + f" ({quantity_text(quota - used)} free)", release=release.name, details=details)
 
 
-def _topology(facts, api: str, release, workload, cluster_queue: dict) -> list[Result]:
+def _topology(facts: Facts, api: str, release: Release, workload: Workload,
+              cluster_queue: dict[str, Any]) -> list[Result]:
     annotations = workload.meta.get("annotations") or {}
     asked = [(key, annotations[key]) for key in TOPOLOGY_ANNOTATIONS if annotations.get(key)]
     if not asked:
@@ -157,7 +166,7 @@ def _topology(facts, api: str, release, workload, cluster_queue: dict) -> list[R
     return [Result("queue.topology", OK, f"Topology {', '.join(topologies)} has level {level}", release=release.name)]
 
 
-def _quantity(value) -> Decimal:
+def _quantity(value: object) -> Decimal:
     from helm_nemo.validate.quantity import parse_quantity
 
     try:

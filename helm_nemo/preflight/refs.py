@@ -6,6 +6,14 @@ from __future__ import annotations
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterator
+    from typing import Any
+
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
 # check id -> (apiVersion, kind, namespaced)
 KINDS = {
     "refs.pvc": ("v1", "PersistentVolumeClaim", True),
@@ -16,7 +24,7 @@ KINDS = {
 }
 
 
-def _references(spec: dict):
+def _references(spec: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
     """(check id, name, optional) of what a pod spec references."""
     for volume in spec.get("volumes") or []:
         if not isinstance(volume, dict):
@@ -54,7 +62,7 @@ def _references(spec: dict):
         yield "refs.priorityclass", spec["priorityClassName"], False
 
 
-def references(facts, releases, options) -> list[Result]:
+def references(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     created: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> the release creating it
     for release in releases:
         for obj in release.objects:
@@ -63,7 +71,7 @@ def references(facts, releases, options) -> list[Result]:
                                release.name)
             if obj.get("kind") in ("PriorityClass",):
                 created.setdefault((obj["kind"], "", meta.get("name", "")), release.name)
-    found: dict[str, list] = {check: [] for check in KINDS}
+    found: dict[str, list[str]] = {check: [] for check in KINDS}
     missing: dict[str, list[str]] = {check: [] for check in KINDS}
     unbound: list[str] = []
     for index, release in enumerate(releases):
@@ -77,17 +85,17 @@ def references(facts, releases, options) -> list[Result]:
                     if where <= index:  # by this release or one before it
                         found[check].append(f"{name} (from {maker})" if maker != release.name else name)
                         continue
-                obj = facts.get(api, kind, name, ns or None)
+                existing = facts.get(api, kind, name, ns or None)
                 label = f"{ns + '/' if ns else ''}{name}"
-                if obj is None:
+                if existing is None:
                     if optional:
                         continue
                     entry = f"{label} ({workload.kind} {workload.name})"
                     if entry not in missing[check]:  # several containers name it
                         missing[check].append(entry)
                     continue
-                if kind == "PersistentVolumeClaim" and (obj.get("status") or {}).get("phase") != "Bound":
-                    entry = f"{label} is {(obj.get('status') or {}).get('phase', 'not Bound')}"
+                if kind == "PersistentVolumeClaim" and (existing.get("status") or {}).get("phase") != "Bound":
+                    entry = f"{label} is {(existing.get('status') or {}).get('phase', 'not Bound')}"
                     if entry not in unbound:
                         unbound.append(entry)
                 found[check].append(label)

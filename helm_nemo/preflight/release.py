@@ -9,8 +9,15 @@ import os
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, first
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
 
-def namespace(facts, releases, options) -> list[Result]:
+    from helm_nemo.preflight.facts import Facts
+    from helm_nemo.preflight.model import Release
+
+
+def namespace(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     names = sorted({r.namespace for r in releases} | {w.namespace for r in releases for w in r.workloads()})
     missing = [n for n in names if facts.get("v1", "Namespace", n) is None]
     if not missing:
@@ -25,7 +32,7 @@ def _driver() -> str:
     return (os.environ.get("HELM_DRIVER") or "secret").lower()
 
 
-def _record(obj: dict, kind: str) -> dict:
+def _record(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     """helm's release record: base64(gzip(JSON)) in data.release (a Secret's data is base64 once more).
     `kind`: what was listed (items of a list carry no kind of their own)."""
     raw = (obj.get("data") or {}).get("release", "")
@@ -33,12 +40,13 @@ def _record(obj: dict, kind: str) -> dict:
         data = base64.b64decode(raw)
         if kind == "Secret":
             data = base64.b64decode(data)
-        return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+        record: dict[str, Any] = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+        return record
     except (ValueError, OSError):
         return {}
 
 
-def release_name(facts, releases, options) -> list[Result]:
+def release_name(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     driver = _driver()
     if driver not in ("secret", "secrets", "configmap", "configmaps"):
         return [Result("release.name", SKIPPED, f"helm stores releases with HELM_DRIVER={driver}, not in the cluster",
@@ -83,7 +91,7 @@ def release_name(facts, releases, options) -> list[Result]:
     return results
 
 
-def _chart_name(release) -> str:
+def _chart_name(release: Release) -> str:
     chart = release.chart
     from pathlib import Path
 
@@ -93,11 +101,12 @@ def _chart_name(release) -> str:
 
         found = re.search(r"^name:\s*[\"']?([^\"'\n]+)", path.read_text(), re.M)
         if found:
-            return found.group(1).strip()
+            name: str = found.group(1).strip()
+            return name
     return chart.rstrip("/").rsplit("/", 1)[-1]
 
 
-def objects_free(facts, releases, options) -> list[Result]:
+def objects_free(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     """Objects a release would create that already exist and belong to no release or another one: helm
     refuses them ("exists and cannot be imported into the current release")."""
     taken = []

@@ -7,6 +7,12 @@ import json
 
 from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.preflight.model import Result
+
 LABELS = {OK: "ok", WARN: "warn", FAIL: "FAIL", SKIPPED: "skip"}
 COLOURS = {OK: "32", WARN: "33", FAIL: "1;31", SKIPPED: "2"}
 
@@ -15,7 +21,7 @@ def _paint(text: str, verdict: str, color: bool) -> str:
     return f"\x1b[{COLOURS[verdict]}m{text}\x1b[0m" if color else text
 
 
-def summary(results) -> str:
+def summary(results: list[Result]) -> str:
     counts = {v: [r for r in results if r.verdict == v] for v in (FAIL, WARN, OK, SKIPPED)}
     parts = []
     for verdict, word in ((FAIL, "failed"), (WARN, "warning(s)")):
@@ -29,7 +35,7 @@ def summary(results) -> str:
     return f"preflight {head}: " + ", ".join(parts)
 
 
-def text(results, *, header: str, color: bool = False) -> str:
+def text(results: list[Result], *, header: str, color: bool = False) -> str:
     width = max([len(r.id) for r in results] + [14])
     lines = [header]
     for result in results:
@@ -43,7 +49,7 @@ def text(results, *, header: str, color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def as_json(results, *, target: dict, code: int) -> str:
+def as_json(results: list[Result], *, target: dict[str, Any], code: int) -> str:
     counts = {v: sum(1 for r in results if r.verdict == v) for v in (OK, WARN, FAIL, SKIPPED)}
     document = {"ok": code == 0, "exit_code": code, **target, "summary": counts,
                 "failed": sorted({r.id for r in results if r.verdict == FAIL}),

@@ -15,6 +15,15 @@ from datetime import datetime, UTC
 from helm_nemo.status import kueue, objects
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterable
+    from types import ModuleType
+    from typing import Any
+
+    from helm_nemo.kube.client import KubeClient
+    from helm_nemo.status.signatures import Hit
+
 INSTANCE = "app.kubernetes.io/instance"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -41,7 +50,7 @@ class ReleaseStatus:
     rank0: str | None = None
     progress: Progress | None = None
     events: list[objects.EventLine] = field(default_factory=list)
-    hits: list = field(default_factory=list)  # signatures.Hit in the failed pods' logs
+    hits: list[Hit] = field(default_factory=list)  # signatures.Hit in the failed pods' logs
     last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
     notes: list[str] = field(default_factory=list)
 
@@ -50,11 +59,11 @@ class ReleaseStatus:
         return self.workload is not None or self.pods.total > 0 or bool(self.claims)
 
 
-def _selector(label: str, values) -> str:
+def _selector(label: str, values: Iterable[str]) -> str:
     return f"{label} in ({','.join(sorted(values))})"
 
 
-def _optional_list(client, path: str, query: dict) -> list[dict] | None:
+def _optional_list(client: KubeClient, path: str, query: dict[str, Any]) -> list[dict[str, Any]] | None:
     """A list, or None when the API is not served (a CRD not installed: 404)."""
     from helm_nemo.kube import KubeApiError
 
@@ -66,7 +75,7 @@ def _optional_list(client, path: str, query: dict) -> list[dict] | None:
         raise
 
 
-def pod_log(client, namespace: str, pod: str, container: str | None, tail: int, *, previous: bool = False,
+def pod_log(client: KubeClient, namespace: str, pod: str, container: str | None, tail: int, *, previous: bool = False,
             timestamps: bool = True) -> str:
     query = {"tailLines": str(tail)}
     if container:
@@ -78,33 +87,37 @@ def pod_log(client, namespace: str, pod: str, container: str | None, tail: int, 
     return client.text(LOG.format(ns=namespace, pod=pod), query)
 
 
-def main_container(pod: dict) -> str | None:
+def main_container(pod: dict[str, Any]) -> str | None:
     """The training container: the pod's kubectl default-container annotation, else its first container."""
-    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotation: str | None = annotations.get("kubectl.kubernetes.io/default-container")
     if annotation:
         return annotation
     containers = (pod.get("spec") or {}).get("containers") or []
-    return containers[0].get("name") if containers else None
+    first: str | None = containers[0].get("name") if containers else None
+    return first
 
 
-def rank_pods(pods: list[dict]) -> list[dict]:
+def rank_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The pods in rank order (JobSet job index, then completion index); of several pods with the same rank
     (a restart), the running one, else the newest."""
-    best: dict[tuple, dict] = {}
+    best: dict[tuple[int, int], dict[str, Any]] = {}
     for pod in pods:
-        key = (objects.pod_job_index(pod), objects.pod_rank(pod) if objects.pod_rank(pod) is not None else 1 << 30)
+        rank = objects.pod_rank(pod)
+        key = (objects.pod_job_index(pod), rank if rank is not None else 1 << 30)
         old = best.get(key)
         if old is None or _preference(pod) > _preference(old):
             best[key] = pod
     return [best[key] for key in sorted(best)]
 
 
-def _preference(pod: dict) -> tuple:
+def _preference(pod: dict[str, Any]) -> tuple[bool, str]:
     status = pod.get("status") or {}
     return (status.get("phase") == "Running", (pod.get("metadata") or {}).get("creationTimestamp", ""))
 
 
-def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[str, RunInputs] | None = None, *,
+def read_statuses(client: KubeClient, namespace: str, releases: list[str],
+                  run_inputs: dict[str, RunInputs] | None = None, *,
                   now: datetime | None = None, with_logs: bool = True, stall_factor: float | None = None,
                   tail: int = TAIL_LINES) -> list[ReleaseStatus]:
     """The status of each release (in the order given)."""
@@ -119,8 +132,8 @@ def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[
     claims = client.list(CLAIMS.format(ns=ns), selector)
     out = {name: ReleaseStatus(name, ns) for name in releases}
 
-    def owner(obj: dict) -> str | None:
-        return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE)
+    def owner(obj: dict[str, Any]) -> str:  # "": no release (the selector asked for the label: never in practice)
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE) or ""
 
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
@@ -134,7 +147,7 @@ def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[
             uid = ((item.get("metadata") or {}).get("labels") or {}).get(kueue.KUEUE_JOB_UID)
             if uid in uids:
                 uids[uid].kueue = kueue.kueue_state(item)
-    by_release: dict[str, list[dict]] = {}
+    by_release: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         by_release.setdefault(owner(pod), []).append(pod)
     for claim in claims:
@@ -164,11 +177,11 @@ def read_statuses(client, namespace: str, releases: list[str], run_inputs: dict[
     return [out[name] for name in releases]
 
 
-def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunInputs | None, now, stall_factor,
-                   tail: int) -> None:
+def _read_progress(client: KubeClient, status: ReleaseStatus, ordered: list[dict[str, Any]], run: RunInputs | None,
+                   now: datetime | None, stall_factor: float | None, tail: int) -> None:
     from helm_nemo.kube import KubeApiError
 
-    kwargs = {"now": now or datetime.now(UTC)}
+    kwargs: dict[str, Any] = {"now": now or datetime.now(UTC)}
     if stall_factor is not None:
         kwargs["stall_factor"] = stall_factor
     candidates = [ordered[0]] + ([ordered[-1]] if len(ordered) > 1 else [])  # Megatron logs on the last rank
@@ -186,13 +199,15 @@ def _read_progress(client, status: ReleaseStatus, ordered: list[dict], run: RunI
         if status.rank0 is None:
             status.rank0 = name
         if found is not None:
-            if status.workload.state in ("Completed", "Failed"):  # over: no stall, nothing left to wait for
+            over = status.workload is not None and status.workload.state in ("Completed", "Failed")
+            if over:  # no stall, nothing left to wait for
                 found.stalled, found.eta_s = False, None
             status.rank0, status.progress = name, found
             return
 
 
-def _read_failures(client, status: ReleaseStatus, pods: list[dict], signatures) -> None:
+def _read_failures(client: KubeClient, status: ReleaseStatus, pods: list[dict[str, Any]],
+                   signatures: ModuleType) -> None:
     """The last lines of the first pods that failed (their previous container when it restarted), and the
     failure signatures in them."""
     from helm_nemo.kube import KubeApiError

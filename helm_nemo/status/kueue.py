@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from helm_nemo.status.objects import conditions
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 
 
@@ -25,7 +29,7 @@ class KueueState:
     cluster_queue: str = ""
     queue: str = ""
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "state": self.state, "why": self.why, "message": self.message,
                 "since": self.since, "cluster_queue": self.cluster_queue, "queue": self.queue}
 
@@ -45,7 +49,7 @@ _QUOTA = re.compile(r"insufficient (unused )?quota|borrowing limit|exceeds? .*qu
 _FLAVORS = re.compile(r"^couldn't assign flavors to pod set [^:]+: ")
 
 
-def kueue_state(workload: dict) -> KueueState:
+def kueue_state(workload: dict[str, Any]) -> KueueState:
     meta = workload.get("metadata") or {}
     status = workload.get("status") or {}
     conds = conditions(workload)

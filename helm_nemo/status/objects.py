@@ -15,6 +15,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Set as AbstractSet
+    from typing import Any
+
 # Kubernetes labels the workload controllers put on pods
 JOB_INDEX_LABELS = ("batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -66,7 +71,7 @@ class Condition:
         return self.status == "True"
 
 
-def conditions(obj: dict) -> dict[str, Condition]:
+def conditions(obj: dict[str, Any]) -> dict[str, Condition]:
     """status.conditions by type."""
     out = {}
     for item in ((obj.get("status") or {}).get("conditions") or []):
@@ -116,14 +121,14 @@ class WorkloadState:
     created: str = ""
     queue: str = ""  # the kueue.x-k8s.io/queue-name label: Kueue should create a Workload
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "state": self.state, "reason": self.reason,
                 "message": self.message, "since": self.since, "restarts": self.restarts,
                 "max_restarts": self.max_restarts, "pods_expected": self.pods_expected,
                 "replicated_jobs": [vars(job) for job in self.jobs]}
 
 
-def workload_state(obj: dict) -> WorkloadState:
+def workload_state(obj: dict[str, Any]) -> WorkloadState:
     """The state of a JobSet (jobset.x-k8s.io) or a batch/v1 Job."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -182,7 +187,7 @@ class PodProblem:
     fatal: bool = True
     rank: int | None = None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"pod": self.pod, "reason": self.reason, "message": self.words, "container": self.container,
                 "exit_code": self.exit_code, "at": self.at, "rank": self.rank}
 
@@ -208,7 +213,7 @@ def condense_scheduling(message: str) -> str:
     return f"{match.group(1)}/{match.group(2)} nodes available: " + ", ".join(f"{n} {what}" for n, what in parts)
 
 
-def pod_rank(pod: dict) -> int | None:
+def pod_rank(pod: dict[str, Any]) -> int | None:
     """The pod's rank: its Job completion index (node rank of the training)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -216,13 +221,13 @@ def pod_rank(pod: dict) -> int | None:
     return int(value) if value is not None and str(value).isdigit() else None
 
 
-def pod_job_index(pod: dict) -> int:
+def pod_job_index(pod: dict[str, Any]) -> int:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     value = labels.get(JOBSET_JOB_INDEX, "0")
     return int(value) if str(value).isdigit() else 0
 
 
-def _terminated_words(term: dict) -> tuple[str, int | None, str]:
+def _terminated_words(term: dict[str, Any]) -> tuple[str, int | None, str]:
     code = term.get("exitCode")
     reason = term.get("reason") or ""
     signal = SIGNALS.get(code) if isinstance(code, int) else None
@@ -235,7 +240,7 @@ def _terminated_words(term: dict) -> tuple[str, int | None, str]:
     return words, code if isinstance(code, int) else None, reason
 
 
-def pod_problem(pod: dict, workload_container: str = "workload") -> PodProblem | None:
+def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> PodProblem | None:
     """Why this pod is unhealthy, or None when it is not (running, succeeded, or starting normally)."""
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
@@ -296,9 +301,11 @@ def pod_problem(pod: dict, workload_container: str = "workload") -> PodProblem |
     return None
 
 
-def _pod_time(status: dict) -> str:
-    times = [c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("lastTransitionTime")]
-    return max(times) if times else status.get("startTime", "")
+def _pod_time(status: dict[str, Any]) -> str:
+    times: list[str] = [c.get("lastTransitionTime") for c in status.get("conditions") or []
+                        if c.get("lastTransitionTime")]
+    start: str = status.get("startTime", "")
+    return max(times) if times else start
 
 
 @dataclass
@@ -313,7 +320,7 @@ class ProblemGroup:
     exit_code: int | None = None
     container: str = ""
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "message": self.words, "pods": self.pods, "count": len(self.pods),
                 "at": self.at, "exit_code": self.exit_code, "container": self.container}
 
@@ -329,7 +336,7 @@ class PodSummary:
     problems: list[PodProblem] = field(default_factory=list)
     groups: list[ProblemGroup] = field(default_factory=list)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"total": self.total, "phases": self.phases, "ready": self.ready, "restarts": self.restarts,
                 "problems": [g.as_json() for g in self.groups]}
 
@@ -346,7 +353,7 @@ _ORDER = ("OOMKilled", "Error", "Evicted", "ImagePullBackOff", "ErrImagePull", "
           "FailedScheduling", "SchedulingGated")
 
 
-def summarize_pods(pods: list[dict], workload_container: str = "workload") -> PodSummary:
+def summarize_pods(pods: list[dict[str, Any]], workload_container: str = "workload") -> PodSummary:
     out = PodSummary()
     for pod in pods:
         status = pod.get("status") or {}
@@ -362,7 +369,7 @@ def summarize_pods(pods: list[dict], workload_container: str = "workload") -> Po
         problem = pod_problem(pod, workload_container)
         if problem:
             out.problems.append(problem)
-    groups: dict[tuple, ProblemGroup] = {}
+    groups: dict[tuple[str, str], ProblemGroup] = {}
     for problem in out.problems:
         key = (problem.reason, problem.words)
         group = groups.get(key)
@@ -392,7 +399,7 @@ class EventLine:
     message: str
     count: int = 1
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"at": self.at, "object": f"{self.kind}/{self.name}", "reason": self.reason, "message": self.message,
                 "count": self.count}
 
@@ -402,10 +409,11 @@ class EventLine:
         return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
 
 
-def warning_events(events: list[dict], names: set[str], uids: set[str] = frozenset(), limit: int = 8) -> list[EventLine]:
+def warning_events(events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(),
+                   limit: int = 8) -> list[EventLine]:
     """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
     message on many pods of the release is one line with the count summed."""
-    merged: dict[tuple, EventLine] = {}
+    merged: dict[tuple[str, str, str], EventLine] = {}
     for event in events:
         if event.get("type") != "Warning":
             continue

@@ -18,6 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 import re
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.metrics.report import Input, Names
+
 WINDOW = 20
 WARMUP = 3
 STALL_FACTOR = 10.0
@@ -28,8 +34,8 @@ MIN_STALL_S = 300.0  # a checkpoint save or an evaluation takes minutes without 
 class RunInputs:
     """What the figures need beyond the log, from the values (metrics.recipe) and the profiles."""
 
-    inputs: dict = field(default_factory=dict)  # metrics.report.Input by key
-    names: dict = field(default_factory=dict)
+    inputs: dict[str, Input] = field(default_factory=dict)  # metrics.report.Input by key
+    names: Names | dict[str, Any] = field(default_factory=dict)  # empty when there are no values
     missing: list[str] = field(default_factory=list)  # why a figure cannot be computed
     max_steps: int | None = None
     max_steps_origin: str = ""
@@ -87,7 +93,7 @@ class Progress:
     def fraction(self) -> float | None:
         return min(1.0, self.steps_done / self.max_steps) if self.max_steps else None
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"format": self.format, "last_step": self.last_step, "steps_done": self.steps_done,
                 "max_steps": self.max_steps, "max_steps_from": self.max_steps_from, "step_time_s": self.step_time_s,
                 "steps_averaged": [self.first_step, self.last_step] if self.first_step is not None else None,

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 DATA = Path(__file__).with_name("signatures.yaml")
 _RANK = (re.compile(r"\[Rank (\d+)\]"), re.compile(r"^\[default(\d+)\]:"), re.compile(r"\brank[ =:]?(\d+)\b", re.I))
 _PREFIX = re.compile(r"^(\[default\d+\]:|\S+:\d+:\d+ \[\d+\] )")
@@ -23,7 +27,7 @@ class Signature:
 
     id: str
     title: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     hint: str = ""
     context: str = ""
     fatal: bool = True
@@ -49,7 +53,7 @@ class Hit:
     at: str = ""  # the kubelet's timestamp of the line, when the log was read with timestamps
     rank: str = ""
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"signature": self.signature.id, "pod": self.pod, "line": self.line, "text": self.text,
                 "at": self.at, "rank": self.rank}
 
@@ -121,7 +125,7 @@ class Group:
         stamped = [hit for hit in self.hits if hit.at]
         return min(stamped, key=lambda h: h.at) if stamped else self.hits[0]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"signature": self.signature.id, "title": self.signature.title, "hint": self.signature.hint,
                 "pods": self.pods, "count": len(self.hits), "first": self.first.as_json()}
 
