@@ -34,7 +34,7 @@ RULES = {
 }
 
 
-def _map(value: Any) -> dict:
+def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
@@ -65,8 +65,9 @@ def _overrides(arguments: Any) -> dict[str, str]:
     return given
 
 
-def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on_command_line: bool,
-                         add: Callable[..., None], user: dict | None = None) -> None:
+def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release: str, *,
+                         release_on_command_line: bool, add: Callable[..., None],
+                         user: dict[str, Any] | None = None) -> None:
     """Call `add(path, message, expected=None, hint=None)` for every rule the values break (path None: the
     release name given on the command line)."""
     facts = schema.get(CHECKS_KEY)
@@ -87,7 +88,7 @@ def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on
         hostname = f"{name}-workload-0-{last}" if kind == "jobset" else f"{name}-{last}"
         if len(hostname) > MAX_HOSTNAME:
             room = MAX_HOSTNAME - (len(hostname) - len(name))
-            at: tuple | None = ("workload", "nameSuffix") if _map(user.get("workload")).get("nameSuffix") else \
+            at: tuple[str, ...] | None = ("workload", "nameSuffix") if _map(user.get("workload")).get("nameSuffix") else \
                 None if release_on_command_line else ("release",)
             add(at, f"name {name!r} is too long: the last pod's hostname {hostname!r} is {len(hostname)} characters, "
                     f"more than {MAX_HOSTNAME}", f"release name{' + -suffix' if name != release else ''} of at most "
@@ -119,7 +120,7 @@ def cross_field_problems(merged: dict, schema: dict, release: str, *, release_on
         add(("volumes", "nfsMountPath"), "volumes.nfsMountPath needs volumes.nfsServer (and volumes.nfsPath)",
             "volumes.nfsServer: <Filestore IP or host>")
     inner, outer = _map(volumes.get("gcsDownload")), _map(merged.get("gcsDownload"))
-    where: tuple = ("volumes", "gcsDownload") if inner.get("source") else ("gcsDownload",)
+    where: tuple[str, ...] = ("volumes", "gcsDownload") if inner.get("source") else ("gcsDownload",)
     download = inner if inner.get("source") else outer if outer.get("source") else {}
     ssd = volumes.get("ssdMountPath")
     if download.get("source") and not ssd:

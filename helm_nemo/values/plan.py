@@ -19,6 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, Mapping, Sequence
 
+    from helm_nemo.user_errors import Problem
+
     from helm_nemo.values.load import LoadedValues
     from helm_nemo.values.recipe import RealPath
 
@@ -87,7 +89,7 @@ def released_local_chart(name: str, version: str | None) -> Path | None:
 # helm pull flags that say how to reach a registry (taken from the command line, given to the pull only).
 REGISTRY_FLAGS = {"--plain-http": False, "--insecure-skip-tls-verify": False, "--ca-file": True, "--cert-file": True,
                   "--key-file": True, "--registry-config": True, "--repository-config": True}
-_PULLED: dict[tuple, Any] = {}  # (reference, version, flags) -> TemporaryDirectory holding the pulled chart
+_PULLED: dict[tuple[Any, ...], Any] = {}  # (reference, version, flags) -> TemporaryDirectory holding the pulled chart
 
 
 def registry_flags(extra: Sequence[str]) -> list[str]:
@@ -128,7 +130,8 @@ def pull_chart(reference: str, version: str | None, flags: Sequence[str] = ()) -
             folder.cleanup()
             raise ChartPullFailed(words[-1] if words else f"helm pull exited {proc.returncode} without a chart")
         _PULLED[key] = (folder, charts[0])
-    return _PULLED[key][1]
+    pulled: Path = _PULLED[key][1]
+    return pulled
 
 
 class FileBudget:
@@ -413,17 +416,17 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
     return plan, problems
 
 
-def _cross_field(loaded, merged: dict[str, Any], data: dict[str, Any], schema: dict[str, Any], name: str,
-                 release: str | None, real, prefix: tuple) -> list:
+def _cross_field(loaded: LoadedValues, merged: dict[str, Any], data: dict[str, Any], schema: dict[str, Any], name: str,
+                 release: str | None, real: Any, prefix: tuple[Any, ...]) -> list[Problem]:
     """The chart's `fail` rules (values/cross_field.py) as Problems at the value that breaks them."""
     from helm_nemo.secrets import mask
     from helm_nemo.user_errors import Problem
     from helm_nemo.values.cross_field import cross_field_problems
     from helm_nemo.values.recipe import COMMAND_LINE
 
-    found: list = []
+    found: list[Problem] = []
 
-    def add(at: tuple | None, message: str, expected: str | None = None, hint: str | None = None) -> None:
+    def add(at: tuple[Any, ...] | None, message: str, expected: str | None = None, hint: str | None = None) -> None:
         if at is None:
             found.append(Problem(COMMAND_LINE, None, None, "$", mask(f"release name {name!r} (from the command line): "
                                  f"{message}"), expected, hint))

@@ -131,14 +131,14 @@ def pod_env_names(data: Any) -> dict[str, list[tuple[Any, ...]]]:
     return found
 
 
-def pod_env_scopes(data: Any) -> dict[tuple, dict[str, list[tuple]]]:
+def pod_env_scopes(data: Any) -> dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]]:
     """The pod env names each part of a file sees, by path prefix: a recipe's releases are separate pods, so an
     env name one release defines is that release's alone (`("releases", i)` -> its names); the recipe's own keys
     see none. A plain values file is one scope, `()`."""
     releases = data.get("releases") if isinstance(data, dict) else None
     if not isinstance(releases, list):
         return {(): pod_env_names(data)}
-    scopes: dict[tuple, dict[str, list[tuple]]] = {(): {}}
+    scopes: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]] = {(): {}}
     for index, item in enumerate(releases):
         where = ("releases", index)
         scopes[where] = {name: [where + path for path in paths] for name, paths in pod_env_names(item).items()}
