@@ -2,7 +2,7 @@
 """Corpus harness: every README `helm install` command of a gpu-recipes checkout, rendered with the
 recipe's own chart and with helm-nemo's chart for the same accelerator and kind, compared semantically.
 
-    scripts/corpus.py PATH_TO_GPU_RECIPES [--baseline FILE] [--update-baseline] [--only GLOB] [-v]
+    scripts/corpus.py PATH_TO_GPU_RECIPES [--baseline FILE] [--update-baseline] [--only GLOB] [--no-allowances] [-v]
 
 One line per command (`parity`, `diff`, `refused`, `anchor-error`, `unmapped`), then the recipe figures
 (first command of each README; every command of a README) and a last line `corpus: P/N parity`.
@@ -823,11 +823,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="glob over command ids (README path#n) or selectors")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every unexplained difference")
     parser.add_argument("--json", type=Path, help="write all results (with differences) here")
+    parser.add_argument("--no-allowances", action="store_true",
+                        help="accept no difference (the normalisations still apply): the strict figures")
     parser.add_argument("--export-fixtures", type=Path, metavar="DIR",
                         help="write an offline test case per selected command into DIR")
     opts = parser.parse_args(argv)
     corpus = opts.corpus.resolve()
-    entries = load_allowed()
+    entries = [] if opts.no_allowances else load_allowed()
     commands = discover(corpus)
     if opts.only:
         commands = [c for c in commands if fnmatch.fnmatchcase(c.id, opts.only)
@@ -852,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.json.write_text(json.dumps([{"id": r.cmd.id, "status": r.status, "key": r.key, "detail": r.detail,
                                           "diffs": [str(d) for d in r.unexplained], "used": sorted(r.used)}
                                          for r in results], indent=1))
-    if opts.only:
+    if opts.only or opts.no_allowances:
         return 0
     used = set().union(*(r.used for r in results)) if results else set()
     stale = [e["id"] for e in entries if e["id"] not in used]

@@ -112,6 +112,13 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
             props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
         props[key] = {"type": "integer" if isinstance(value, int) else "string"}
+    generations = network.get("generations")
+    if generations:
+        names = [generations["default"]] + [alt["name"] for alt in generations["alternatives"]]
+        props[generations["valuesKey"]] = {
+            "enum": [*names, None],
+            "description": f"Networking generation; null: {names[1]} when any of "
+                           f"{', '.join(generations['autoWhenAnyTrue'])} is true, else {names[0]}."}
     return props
 
 
