@@ -30,6 +30,7 @@ class ChartSpec:
     schema: str
     per_accelerator: bool
     clouds: tuple[str, ...]
+    requires: str | None = None   # a profile field the kind needs (no chart for profiles without it)
 
 
 def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
@@ -43,6 +44,7 @@ def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
             schema=c["schema"],
             per_accelerator=bool(c.get("perAccelerator", False)),
             clouds=tuple(c.get("clouds", ())),
+            requires=c.get("requiresProfile"),
         )
         for c in raw["charts"]
     ]
@@ -195,8 +197,8 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
     profiles = load_profiles(root / "values" / "accelerators")
     out: dict[str, bytes] = {}
     for spec in load_chart_specs(generator_dir):
-        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])] \
-            if spec.per_accelerator else [None]
+        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])
+                   and (spec.requires is None or p.get(spec.requires))] if spec.per_accelerator else [None]
         for profile in targets:
             for rel, data in render_chart(env, generator_dir, spec, profile, profiles).items():
                 out[f"{_chart_dir(spec, profile)}/{rel}"] = data

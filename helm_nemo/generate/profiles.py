@@ -49,6 +49,7 @@ _OPTIONAL = {
     "resiliency": {},
     "gcsfuseSidecarLimits": None,
     "gcsfuseSidecarLimitsByKind": {},
+    "ncclTest": None,
     "kueueQueueHint": None,
     "chartKinds": None,
     "minKubernetesVersion": None,
