@@ -187,6 +187,19 @@ def test_a4x_max_pre_dra_generation(helm, select):
     assert ("ResourceClaimTemplate", "r-all-mrdma") in dra
 
 
+def test_a4x_checkpointing_recipes_keep_their_exports(helm):
+    """The A4X NeMo 26.02 checkpointing copies (the recipes with workload.runScript) re-export NCCL's debug env
+    and gloo's interface after the NCCL init script; with runScript (or network.generation) so do ours."""
+    exports = ['export NCCL_DEBUG_SUBSYS="INIT,ENV,NET,GRAPH"', "export NCCL_DEBUG=WARN", "export GLOO_SOCKET_IFNAME=eth0"]
+    script = workload(jobset(helm, "a4x", "--set", "workload.runScript=run_script.py"))["command"][2]
+    assert all(line in script for line in exports)
+    assert script.index("source ${NCCL_INIT_SCRIPT}") < script.index("export NCCL_DEBUG=WARN")
+    named = workload(jobset(helm, "a4x", "--set", "network.generation=gib-debug-exports"))["command"][2]
+    assert all(line in named for line in exports)
+    plain = workload(jobset(helm, "a4x"))["command"][2]
+    assert not any(line in plain for line in exports) and 'export NCCL_SOCKET_IFNAME="eth0,eth1"' in plain
+
+
 def test_g4_profile(helm):
     js = jobset(helm, "g4", "--set", "volumes.gcsMounts[0].bucketName=bkt", "--set", "volumes.gcsMounts[0].mountPath=/l")
     assert pod(js)["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-rtx-pro-6000"}
