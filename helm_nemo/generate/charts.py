@@ -120,7 +120,7 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
         props[generations["valuesKey"]] = {
             "enum": [*names, None],
             "description": f"Networking generation; null: {names[1]} when any of "
-                           f"{', '.join(generations['autoWhenAnyTrue'])} is true, else {names[0]}."}
+                           f"{', '.join(generations['autoWhenAnyTrue'])} is set and not false, else {names[0]}."}
     return props
 
 

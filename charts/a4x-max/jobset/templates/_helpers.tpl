@@ -34,7 +34,7 @@ helm-nemo.dev/accelerator: a4x-max
 {{- if lt $gpus 4 }}{{ $gpus }}{{ else }}4{{ end -}}
 {{- end -}}
 
-{{/* The networking generation: network.generation, or unset: pre-dra when any of workload.privileged, network.hostNetwork is true, else dra. */}}
+{{/* The networking generation: network.generation, or unset: pre-dra when any of workload.privileged, network.hostNetwork is set and not false, else dra. */}}
 {{- define "nemo.networkGeneration" -}}
 {{- if .Values.network.generation }}{{ .Values.network.generation }}
 {{- else if or .Values.workload.privileged .Values.network.hostNetwork }}pre-dra
