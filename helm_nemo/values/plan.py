@@ -208,7 +208,8 @@ def _chart_for(loaded, data: dict[str, Any], where: tuple, chart_override: str |
         kind = chart_override  # a chart kind name
     if not kind:
         raise UserError(problem(loaded, where, "which chart? the values name no `chart`",
-                                 expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) and accelerator: <id>",
+                                 expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) "
+                                          "and accelerator: <id>",
                                  hint="or pass --chart PATH|oci://…|KIND"))
     if not chart_override and ("/" in kind or kind.startswith((".", "~"))):
         at = real(("chart",))
