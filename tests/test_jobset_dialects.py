@@ -103,7 +103,8 @@ def test_gcs_volumes_off_makes_the_buckets_empty_directories(helm):
     assert volume == {"name": "gcs-0-bkt", "emptyDir": {}} and "gke-gcsfuse/volumes" not in annotations(off)
     on = jobset(helm, "a4x-max", *bucket, "--set", "volumes.gcsVolumes=true")
     assert [v for v in pod(on)["volumes"] if v["name"] == "gcs-0-bkt"][0]["csi"]["volumeAttributes"] == {"bucketName": "bkt"}
-    assert annotations(on)["gke-gcsfuse/memory-limit"] == "1Ti"
+    # Unlimited, as the A4X Max recipe that mounts buckets (0a7cec0): a capped sidecar throttles I/O.
+    assert annotations(on)["gke-gcsfuse/memory-limit"] == "0"
 
 
 def test_topology_request_is_replaced_not_merged_and_legacy_tas(helm):
@@ -120,7 +121,12 @@ def test_topology_request_is_replaced_not_merged_and_legacy_tas(helm):
 
 @pytest.mark.parametrize("acc", ["a3ultra", "a4", "a4x"])
 def test_gib_plugin_path_is_one_directory_and_the_installer_can_be_left_out(helm, acc):
-    js = jobset(helm, acc)
+    # A3 Ultra: no installer unless the values name its image (the src a3ultra chart has no default; the
+    # nemo2407 recipes leave it out and use an image with gIB built in).
+    image = ["--set", "network.gibVersion=us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:v1.1.1"]
+    js = jobset(helm, acc, *(image if acc == "a3ultra" else []))
+    if acc == "a3ultra":
+        assert "NCCL_INIT_SCRIPT" not in env(jobset(helm, acc)) and not pod(jobset(helm, acc)).get("initContainers")
     assert env(js)["NCCL_PLUGIN_PATH"] == "/usr/local/gib/lib64"
     assert env(js)["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"
     assert [c["name"] for c in pod(js)["initContainers"]] == ["nccl-plugin-installer"]
@@ -157,6 +163,46 @@ def test_a4x_max_profile(helm):
     assert [c["name"] for c in pod(installer)["initContainers"]] == ["nccl-plugin-installer"]
     assert env(installer)["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"
     assert 'source ${NCCL_INIT_SCRIPT}' in workload(installer)["command"][2]
+
+
+@pytest.mark.parametrize("select", [["--set", "network.generation=pre-dra"], ["--set", "workload.privileged=true"],
+                                    ["--set", "network.hostNetwork=true"]])
+def test_a4x_max_pre_dra_generation(helm, select):
+    """The nemo2511/2602 recipes' networking: selected by name, or by what their values set (privileged or host
+    network); no DRA RDMA claim, so a cluster without the mrdma DeviceClass schedules the pods."""
+    out = objects(helm.template("r", chart("a4x-max"), "--set", "workload.gpus=64", *select, "--kube-version", "1.34.0").stdout)
+    js = out[("JobSet", "r")]
+    assert not [k for k in out if k[0] == "ResourceClaimTemplate"]
+    assert pod(js)["resourceClaims"] == [{"name": "compute-domain-channel", "resourceClaimTemplateName": "r"}]
+    w = workload(js)
+    assert w["resources"]["claims"] == [{"name": "compute-domain-channel"}]
+    assert "capabilities" not in (w.get("securityContext") or {}) and "hostIPC" not in pod(js)
+    assert "library-dir-host" not in {v["name"] for v in pod(js)["volumes"]}
+    e = env(js)
+    assert e["NCCL_PLUGIN_PATH"] == "/usr/local/gib/lib64" and "NODE_NAME" not in e and "LD_LIBRARY_PATH" not in e
+    script = w["command"][2]
+    for line in ('export NCCL_NVLS_ENABLE=0', 'export GLOO_SOCKET_IFNAME="eth0"', 'export NCCL_DEBUG=WARN',
+                 'export NCCL_DEBUG_SUBSYS="INIT,ENV,NET,GRAPH"', 'source ${NCCL_INIT_SCRIPT}'):
+        assert line in script
+    assert "set -eo pipefail" not in script
+    if "network.generation=pre-dra" in select:
+        assert "securityContext" not in w  # privileged only on request, as those copies
+    # Named explicitly, the DRA generation wins over what the values set.
+    dra = objects(helm.template("r", chart("a4x-max"), *select, "--set", "network.generation=dra", "--kube-version", "1.34.0").stdout)
+    assert ("ResourceClaimTemplate", "r-all-mrdma") in dra
+
+
+def test_a4x_checkpointing_recipes_keep_their_exports(helm):
+    """The A4X NeMo 26.02 checkpointing copies (the recipes with workload.runScript) re-export NCCL's debug env
+    and gloo's interface after the NCCL init script; with runScript (or network.generation) so do ours."""
+    exports = ['export NCCL_DEBUG_SUBSYS="INIT,ENV,NET,GRAPH"', "export NCCL_DEBUG=WARN", "export GLOO_SOCKET_IFNAME=eth0"]
+    script = workload(jobset(helm, "a4x", "--set", "workload.runScript=run_script.py"))["command"][2]
+    assert all(line in script for line in exports)
+    assert script.index("source ${NCCL_INIT_SCRIPT}") < script.index("export NCCL_DEBUG=WARN")
+    named = workload(jobset(helm, "a4x", "--set", "network.generation=gib-debug-exports"))["command"][2]
+    assert all(line in named for line in exports)
+    plain = workload(jobset(helm, "a4x"))["command"][2]
+    assert not any(line in plain for line in exports) and 'export NCCL_SOCKET_IFNAME="eth0,eth1"' in plain
 
 
 def test_g4_profile(helm):

@@ -33,6 +33,7 @@ class ChartSpec:
     schema: str
     per_accelerator: bool
     clouds: tuple[str, ...]
+    requires: str | None = None   # a profile field the kind needs (no chart for profiles without it)
 
 
 def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
@@ -46,6 +47,7 @@ def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
             schema=c["schema"],
             per_accelerator=bool(c.get("perAccelerator", False)),
             clouds=tuple(c.get("clouds", ())),
+            requires=c.get("requiresProfile"),
         )
         for c in raw["charts"]
     ]
@@ -115,6 +117,13 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
             props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
         props[key] = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if isinstance(value, int) else {"type": "string"}
+    generations = network.get("generations")
+    if generations:
+        names = [generations["default"]] + [alt["name"] for alt in generations["alternatives"]]
+        props[generations["valuesKey"]] = {
+            "enum": [*names, None],
+            "description": f"Networking generation; null: {names[1]} when any of "
+                           f"{', '.join(generations['autoWhenAnyTrue'])} is set and not false, else {names[0]}."}
     return props
 
 
@@ -201,8 +210,8 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
     profiles = load_profiles(root / "values" / "accelerators")
     out: dict[str, bytes] = {}
     for spec in load_chart_specs(generator_dir):
-        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])] \
-            if spec.per_accelerator else [None]
+        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])
+                   and (spec.requires is None or p.get(spec.requires))] if spec.per_accelerator else [None]
         for profile in targets:
             for rel, data in render_chart(env, generator_dir, spec, profile, profiles).items():
                 out[f"{_chart_dir(spec, profile)}/{rel}"] = data

@@ -49,6 +49,8 @@ _OPTIONAL: dict[str, Any] = {
     "preflight": {},
     "resiliency": {},
     "gcsfuseSidecarLimits": None,
+    "gcsfuseSidecarLimitsByKind": {},
+    "ncclTest": None,
     "kueueQueueHint": None,
     "chartKinds": None,
     "minKubernetesVersion": None,
@@ -68,6 +70,8 @@ _OPTIONAL_NETWORK: dict[str, Any] = {
     "hostIPCDefault": False,
     "ncclInitHook": True,
     "workloadSetup": "",
+    "generations": None,
+    "hostIPCFromValues": True,
 }
 
 
@@ -81,6 +85,17 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
     daemon = out["network"]["daemonSidecar"]
     if daemon is not None:
         out["network"]["daemonSidecar"] = {"env": [], **daemon}
+    generations = out["network"]["generations"]
+    if generations is not None:
+        # Each alternative networking generation as a whole profile (the top level's fields, with the
+        # alternative's replacing them), so the chart sources render it with the same macros.
+        alternatives = []
+        for alt in generations["alternatives"]:
+            overrides = {k: v for k, v in alt.items() if k not in ("name", "network")}
+            network = {**profile["network"], **alt.get("network", {}), "generations": None}
+            merged = with_defaults({**profile, **overrides, "network": network})
+            alternatives.append({"name": alt["name"], "profile": merged})
+        out["network"]["generations"] = {**generations, "alternatives": alternatives}
     return out
 
 

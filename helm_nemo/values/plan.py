@@ -272,7 +272,8 @@ def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...
         kind = chart_override  # a chart kind name
     if not kind:
         raise UserError(problem(loaded, where, "which chart? the values name no `chart`",
-                                 expected="chart: jobset (or nemo-training, supervisor, gcs-fuse, fsx-lustre) and accelerator: <id>",
+                                 expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) "
+                                          "and accelerator: <id>",
                                  hint="or pass --chart PATH|oci://…|KIND"))
     if not chart_override and ("/" in kind or kind.startswith((".", "~"))):
         at = real(("chart",))
@@ -286,7 +287,7 @@ def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...
         return str(folder), "", accelerator
     if not CHART_KIND.fullmatch(kind):
         raise UserError(problem(loaded, real(("chart",)), f"chart {kind!r} is neither a chart kind nor a folder path",
-                                 expected="a chart kind (jobset, nemo-training, supervisor, gcs-fuse, fsx-lustre) or "
+                                 expected="a chart kind (jobset, nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) or "
                                           "./a/chart/folder next to the values file"))
     # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
     path = resources.shipped_chart_name(kind, accelerator)

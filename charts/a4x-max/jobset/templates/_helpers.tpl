@@ -34,6 +34,13 @@ helm-nemo.dev/accelerator: a4x-max
 {{- if lt $gpus 4 }}{{ $gpus }}{{ else }}4{{ end -}}
 {{- end -}}
 
+{{/* The networking generation: network.generation, or unset: pre-dra when any of workload.privileged, network.hostNetwork is set and not false, else dra. */}}
+{{- define "nemo.networkGeneration" -}}
+{{- if .Values.network.generation }}{{ .Values.network.generation }}
+{{- else if or .Values.workload.privileged .Values.network.hostNetwork }}pre-dra
+{{- else }}dra{{ end -}}
+{{- end -}}
+
 {{- define "nemo.nodes" -}}
 {{- $gpus := int .Values.workload.gpus -}}
 {{- if le $gpus 4 }}1{{ else }}{{ div $gpus 4 }}{{ end -}}

@@ -34,6 +34,13 @@ helm-nemo.dev/accelerator: a4x
 {{- if lt $gpus 4 }}{{ $gpus }}{{ else }}4{{ end -}}
 {{- end -}}
 
+{{/* The networking generation: network.generation, or unset: gib-debug-exports when any of workload.runScript is set and not false, else gib. */}}
+{{- define "nemo.networkGeneration" -}}
+{{- if .Values.network.generation }}{{ .Values.network.generation }}
+{{- else if or .Values.workload.runScript }}gib-debug-exports
+{{- else }}gib{{ end -}}
+{{- end -}}
+
 {{- define "nemo.nodes" -}}
 {{- $gpus := int .Values.workload.gpus -}}
 {{- if le $gpus 4 }}1{{ else }}{{ div $gpus 4 }}{{ end -}}
