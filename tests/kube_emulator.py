@@ -17,6 +17,8 @@ HTTP with a bearer token:
 - helm's release record: the typed client POSTs/PUTs Secrets (and ConfigMaps, HELM_DRIVER=configmap)
   as `application/vnd.kubernetes.protobuf` (magic `k8s\\0` + runtime.Unknown whose `raw` is the
   object); decoded here with a small wire-format reader and stored as a normal JSON Secret;
+- the JobSet webhook's refusal of an update that changes an immutable field (`jobset_update_refusal`, the
+  real message; `webhooks=False` turns it off);
 - a tiny "controller": objects get a ready `status` on every write (Deployment, ReplicaSet, DaemonSet,
   StatefulSet, Job, JobSet, PersistentVolume(Claim), Service clusterIP), and a Deployment gets an owned,
   ready ReplicaSet, so `--wait` / `--atomic` succeed on both helms. `ready=False` turns that off.
@@ -448,6 +450,45 @@ def ready_status(obj: dict) -> dict | None:
     return None
 
 
+def jobset_update_refusal(old: dict, new: dict) -> ApiError | None:
+    """What the JobSet webhook (vjobset.kb.io, sigs.k8s.io/jobset v0.12.0 ValidateUpdate) answers to an update,
+    as the real control plane relays it (tests/test_real_cluster.py): spec.replicatedJobs is immutable, except
+    parallelism and completions of an Indexed job (elastic) and, while the JobSet is or becomes suspended (Kueue),
+    the pod template's labels, annotations, nodeSelector, tolerations and schedulingGates."""
+    old_jobs = {rj.get("name"): rj for rj in (old.get("spec") or {}).get("replicatedJobs") or []}
+    munged = copy.deepcopy((new.get("spec") or {}).get("replicatedJobs") or [])
+    suspended = bool((old.get("spec") or {}).get("suspend")) or bool((new.get("spec") or {}).get("suspend"))
+    for rj in munged:
+        before = old_jobs.get(rj.get("name"))
+        if before is None:
+            continue
+        spec, old_spec = rj.setdefault("template", {}).setdefault("spec", {}), (before.get("template") or {}).get("spec") or {}
+        if spec.get("completionMode") == "Indexed":
+            for key in ("parallelism", "completions"):
+                if key in old_spec:
+                    spec[key] = old_spec[key]
+                else:
+                    spec.pop(key, None)
+        if suspended:
+            pod, old_pod = spec.setdefault("template", {}), old_spec.get("template") or {}
+            for key in ("labels", "annotations"):
+                value = (old_pod.get("metadata") or {}).get(key)
+                pod.setdefault("metadata", {}).pop(key, None)
+                if value is not None:
+                    pod["metadata"][key] = value
+            for key in ("nodeSelector", "tolerations", "schedulingGates"):
+                value = (old_pod.get("spec") or {}).get(key)
+                pod.setdefault("spec", {}).pop(key, None)
+                if value is not None:
+                    pod["spec"][key] = value
+    if munged == list(old_jobs.values()):
+        return None
+    name = old["metadata"]["name"]
+    return ApiError(422, "Invalid", f'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io '
+                    f'"{name}" is invalid: spec.replicatedJobs: Invalid value: '
+                    f'{json.dumps(munged, separators=(",", ":"))}: field is immutable')
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -505,8 +546,9 @@ class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
     def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0"):
+                 ready: bool = True, kube_version: str = "v1.32.0", webhooks: bool = True):
         self.resources = list(resources or DEFAULT_RESOURCES)
+        self.webhooks = webhooks  # the JobSet webhook's update refusal (jobset_update_refusal)
         self.token = token
         self.ready = ready
         self.kube_version = kube_version
@@ -728,6 +770,10 @@ class KubeEmulator:
             obj.setdefault("metadata", {})["name"] = name
             if res.namespaced:
                 obj["metadata"]["namespace"] = ns
+            if res.kind == "JobSet" and self.webhooks:
+                refusal = jobset_update_refusal(old, obj)
+                if refusal is not None:
+                    raise refusal
             obj = self._finish(res, obj, old)
             if dry_run:
                 return obj
