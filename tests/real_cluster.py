@@ -512,6 +512,9 @@ class RealCluster:
             self.apply(doc)
         self._wait("service account controller", lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"), 60)
         self._wait("kwok", lambda: _https_ok(f"https://127.0.0.1:{kwok_port}/healthz"), 60)
+        # Every cluster has nodes without GPUs (GKE's default pool, an EKS system node group), where
+        # controllers and services such as the resiliency supervisor run.
+        self.add_cpu_nodes(1)
 
     def stop(self, failed: bool = False) -> None:
         for process in reversed(self.processes):
@@ -670,6 +673,26 @@ class RealCluster:
             names.append(name)
             created.append(name)
         self.wait_for(f"{count} {profile_id} nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
+        return created
+
+    def add_cpu_nodes(self, count: int) -> list[str]:
+        """`count` more kwok nodes without GPUs or taints (a general-purpose pool), Ready when returned."""
+        names = self.nodes.setdefault("cpu", [])
+        created = []
+        for _ in range(count):
+            name = f"cpu-node-{len(names)}"
+            capacity = {"cpu": "8", "memory": "32Gi", "ephemeral-storage": "100Gi", "pods": "110"}
+            region, zone = ZONES["gke"]
+            self.api("POST", "/api/v1/nodes", {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "annotations": {KWOK_NODE_ANNOTATION: "fake"}, "labels": {
+                    "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                    "node.kubernetes.io/instance-type": "e2-standard-8", "cloud.google.com/gke-nodepool": "default-pool",
+                    "topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone, "type": "kwok"}},
+                "status": {"capacity": capacity, "allocatable": capacity}})
+            names.append(name)
+            created.append(name)
+        self.wait_for(f"{count} CPU nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
         return created
 
     def _node_ready(self, name: str) -> bool:

@@ -359,3 +359,25 @@ def test_the_examples_cover_every_chart_kind():
     kinds = {chart["kind"] for chart in yaml.safe_load((ROOT / "generator/charts.yaml").read_text())["charts"]}
     installed = {plan.chart_kind for example in EXAMPLES for plan in build_plans(example, EXAMPLE_ENV)}
     assert kinds <= installed, f"no example installs {sorted(kinds - installed)}"
+
+
+# --------------------------------------------------------------------------------------------------
+# --atomic / --wait against real readiness: the supervisor's Deployments and DaemonSet become ready only
+# when the controllers have made their pods and kwok has run them on the nodes
+
+
+RESILIENCY_RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"
+
+
+def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
+    ensure_nodes(cluster, "a3ultra", 2)
+    namespace = new_namespace(cluster, f"wait-{helm_name}")
+    proc = nemo("install", "--values", str(RESILIENCY_RECIPE), "-n", namespace, "--atomic", "--timeout", "120s")
+    assert proc.returncode == 0, proc.stderr
+    for deployment in cluster.list_objects("apps/v1", "deployments", namespace):
+        status = deployment["status"]
+        assert status.get("availableReplicas") == deployment["spec"]["replicas"], status
+    daemonsets = cluster.list_objects("apps/v1", "daemonsets", namespace)
+    assert daemonsets and all(d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"] > 0 for d in daemonsets)
+    ok(nemo("uninstall", "--values", str(RESILIENCY_RECIPE), "-n", namespace))
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
