@@ -18,6 +18,10 @@ PACKAGES=(./cmd/etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/
 
 say() { echo "cluster: $*" >&2; }
 
+# Go from PATH, else where the official archive installs it (a shell started with a bare PATH lacks it).
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
 if ! command -v go >/dev/null 2>&1; then
   say "go is not on PATH: the cluster tests build their control plane with Go (see docs/testing.md)"
   exit 2

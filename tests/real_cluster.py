@@ -93,7 +93,8 @@ def build(echo: Callable[[str], None] | None = None) -> Path:
 def module_dir(module: str) -> Path:
     """Where the module cache holds `module` at the version tests/cluster/go.sum locks."""
     env = {**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"}
-    proc = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", module], cwd=MODULE, env=env,
+    go = shutil.which("go") or "/usr/local/go/bin/go"  # as scripts/cluster.sh finds it
+    proc = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", module], cwd=MODULE, env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ClusterError(f"go list -m {module}: {proc.stderr.strip()}")
