@@ -12,7 +12,9 @@ What runs (built by scripts/cluster.sh from the Go module tests/cluster/, at the
   reference replaced by a URL on 127.0.0.1 and the fixture's CA as caBundle (envtest's way);
 - kwok, managing nodes annotated `kwok.x-k8s.io/node: fake` and their pods with its upstream stages
   (node initialize + lease heartbeat; pod create/ready/complete/delete with their per-pod delay
-  annotations), also from the module cache.
+  annotations; the chaos stages that fail a pod's container when the pod has the label
+  `pod-container-running-failed.stage.kwok.x-k8s.io: "true"`), also from the module cache, and serving
+  `pods/log` from the files that `serve_logs()` names (its Logs/ClusterLogs CRDs).
 
 Certificates (a CA; the API server's, the webhooks' and kwok's serving certificates; an admin client
 certificate in system:masters) and the service-account key pair are made here with `cryptography`.
@@ -294,6 +296,8 @@ def kustomize_component(folder: Path) -> list[dict]:
     target: JSON 6902; a file or inline document without: strategic merge by kind and name) and its
     `replacements` of one field by another. The subset the JobSet and Kueue components use; anything
     else is refused, so an upstream change cannot pass unnoticed."""
+    if not (folder / "kustomization.yaml").exists():  # a plain folder of manifests (kwok's pod/chaos stages)
+        return [doc for path in sorted(folder.glob("*.yaml")) for doc in _load_docs(path)]
     kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     known = {"resources", "patches", "replacements", "configurations", "apiVersion", "kind"}
     if set(kustomization) - known:
@@ -492,8 +496,13 @@ class RealCluster:
 
         # kwok: fake nodes and pod lifecycles, with its upstream stages.
         stages = []
-        for folder in ("node/fast", "node/heartbeat-with-lease", "pod/general"):
+        for folder in ("node/fast", "node/heartbeat-with-lease", "pod/general", "pod/chaos"):
             stages.extend(kustomize_component(kwok_dir / "kustomize/stage" / folder))
+        # Logs and ClusterLogs as CRDs: a test says which file kwok serves as a pod's log (pods/log).
+        for name in ("logs", "clusterlogs"):
+            for crd in _load_docs(kwok_dir / f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml"):
+                self.apply(crd)
+                self._wait(f"kwok {name} CRD", lambda n=crd["metadata"]["name"]: self._established(n), 60)
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump_all(stages))
         kwok_port = free_port()
@@ -501,7 +510,7 @@ class RealCluster:
             f"--kubeconfig={self.kubeconfig_path}", f"--config={kwok_config}", "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake", "--node-ip=127.0.0.1",
             f"--node-port={kwok_port}", f"--server-address=127.0.0.1:{kwok_port}", "--cidr=10.244.0.1/16",
-            f"--tls-cert-file={kwok_cert}", f"--tls-private-key-file={kwok_key}"])
+            f"--tls-cert-file={kwok_cert}", f"--tls-private-key-file={kwok_key}", "--enable-crds=Logs,ClusterLogs"])
 
         self._wait("kube-controller-manager", lambda: _https_ok(f"https://127.0.0.1:{cm_port}/healthz"), 120)
         self._wait("kube-scheduler", lambda: _https_ok(f"https://127.0.0.1:{sched_port}/healthz"), 120)
@@ -675,6 +684,13 @@ class RealCluster:
             created.append(name)
         self.wait_for(f"{count} {profile_id} nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
         return created
+
+    def serve_logs(self, namespace: str, log_file: Path, *, follow: bool = False) -> None:
+        """kwok answers `pods/log` of every pod in `namespace` with the content of `log_file` (a ClusterLogs)."""
+        self.apply({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
+                    "metadata": {"name": f"logs-{namespace}"},
+                    "spec": {"selector": {"matchNamespaces": [namespace]},
+                             "logs": [{"logsFile": str(log_file), "follow": follow}]}})
 
     def add_cpu_nodes(self, count: int) -> list[str]:
         """`count` more kwok nodes without GPUs or taints (a general-purpose pool), Ready when returned."""

@@ -381,3 +381,35 @@ def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
     assert daemonsets and all(d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"] > 0 for d in daemonsets)
     ok(nemo("uninstall", "--values", str(RESILIENCY_RECIPE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# States for status and logs: kwok's chaos stage fails a pod's container on demand (a pod label the chart's
+# workload.labels sets), and kwok serves a training log as the pods' log
+
+
+def test_kwok_fails_pods_on_demand_and_serves_their_log(cluster, nemo, helm_name, tmp_path):
+    ensure_nodes(cluster, "a3high", 2)
+    namespace = new_namespace(cluster, f"fail-{helm_name}")
+    kueue_queue(cluster, namespace, gpus=16)
+    lines = ["[NeMo I] step 1/500 reduced_train_loss: 10.21", "[NeMo I] step 2/500 reduced_train_loss: 9.87"]
+    log = tmp_path / "train.log"  # in the container runtime's (CRI) log format, as a kubelet reads it
+    log.write_text("".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(lines)))
+    cluster.serve_logs(namespace, log)
+    failing = overlay(tmp_path, "failing", {"workload": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}})
+    ok(nemo("install", "bad", "--values", str(JOBSET_EXAMPLE), "--values", str(failing), "-n", namespace))
+
+    failed = cluster.wait_for("a pod of the JobSet Failed", lambda: [
+        p for p in pods_of(cluster, namespace, "bad") if p["status"].get("phase") == "Failed"], 90, 1)
+    state = failed[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["exitCode"] == 1 and state["reason"] == "containerFailed", state
+    jobset_path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/bad"
+    cluster.wait_for("the JobSet Failed (maxRestarts 0)", lambda: (
+        (condition(cluster.get(jobset_path), "Failed") or {}).get("status") == "True"), 90, 1)
+
+    name = failed[0]["metadata"]["name"]
+    text = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log?container=workload")
+    assert text == "".join(f"{line}\n" for line in lines), text
+
+    ok(nemo("uninstall", "bad", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
