@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export HELM3 := $(CURDIR)/.tools/helm3/helm
 export HELM4 := $(CURDIR)/.tools/helm4/helm
 
-.PHONY: setup demo test lint generate check bench dist lock clean
+.PHONY: setup demo test lint cluster generate check bench dist lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,9 +13,11 @@ demo: setup
 	@bash scripts/demo.sh
 
 # The tests need more than `setup`: real servers, no mocks: the OCI registry (Debian's docker-registry) for the
-# publish tests, Slurm (Debian's slurm-wlm and munge) for the Slurm target's tests.
+# publish tests, Slurm (Debian's slurm-wlm and munge) for the Slurm target's tests, and the real Kubernetes
+# control plane (`make cluster`) for the cluster tests (HELM_NEMO_SKIP_CLUSTER=1: neither built nor run).
 test:
 	@WITH_REGISTRY=1 WITH_SLURM=1 bash scripts/setup.sh
+	@if [ "$${HELM_NEMO_SKIP_CLUSTER:-0}" != 1 ]; then bash scripts/cluster.sh >/dev/null; fi
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
@@ -24,6 +26,11 @@ test:
 lint: setup
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Kueue and kwok, built from the Go module
+# tests/cluster/ into ~/.cache/helm-nemo/cluster/<lock hash>/bin (once per lock; see docs/testing.md).
+cluster:
+	@bash scripts/cluster.sh
 
 generate: setup
 	$(VENV)/bin/helm-nemo generate

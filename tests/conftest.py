@@ -127,3 +127,21 @@ def cluster_env(base: dict[str, str], kube, tmp_path: Path, *, drop: tuple[str, 
     home.mkdir(exist_ok=True)
     env.update(KUBECONFIG=str(kube.kubeconfig(tmp_path / "kubeconfig")), HOME=str(home))
     return env
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory):
+    """The real control plane of tests/real_cluster.py (etcd, kube-apiserver, controller-manager, scheduler,
+    JobSet and Kueue managers, kwok), one for the session, stopped at the end (also on failure or Ctrl-C).
+    Built first by scripts/cluster.sh if `make cluster` has not. HELM_NEMO_SKIP_CLUSTER=1 skips its tests."""
+    if os.environ.get("HELM_NEMO_SKIP_CLUSTER") == "1":
+        pytest.skip("HELM_NEMO_SKIP_CLUSTER=1: the real control plane (etcd, kube-apiserver, kube-controller-manager, "
+                    "kube-scheduler, JobSet, Kueue, kwok) was not started")
+    from real_cluster import RealCluster
+
+    cluster = RealCluster(tmp_path_factory.mktemp("real-cluster"), echo=lambda line: print(f"real_cluster: {line}"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
