@@ -43,7 +43,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 from urllib.parse import quote
 
 import yaml
@@ -127,7 +128,7 @@ class Pki:
         folder.mkdir(parents=True, exist_ok=True)
         self._ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "helm-nemo-test-ca")])
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         self._ca_name = name
         self._ca_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
                          .public_key(self._ca_key.public_key()).serial_number(x509.random_serial_number())
@@ -160,7 +161,7 @@ class Pki:
         key = self._ec.generate_private_key(self._ec.SECP256R1())
         attrs = [x509.NameAttribute(oid.ORGANIZATION_NAME, o) for o in organizations]
         attrs.append(x509.NameAttribute(oid.COMMON_NAME, common_name))
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         usages = [x509.ExtendedKeyUsageOID.CLIENT_AUTH] if client else [x509.ExtendedKeyUsageOID.SERVER_AUTH]
         builder = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(self._ca_name)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -374,13 +375,13 @@ class RealCluster:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def __enter__(self) -> "RealCluster":
+    def __enter__(self) -> RealCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "RealCluster":
+    def start(self) -> RealCluster:
         started = time.monotonic()
         try:
             self.bin = build(self.echo)
@@ -530,7 +531,7 @@ class RealCluster:
         for process in reversed(self.processes):
             try:
                 process.stop()
-            except Exception:  # noqa: BLE001 (go on stopping the others)
+            except Exception:
                 pass
         if failed:
             for process in self.processes:
@@ -758,7 +759,7 @@ def node_object(profile: dict, name: str) -> dict:
 def _http_ok(url: str) -> bool:
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 (loopback, test only)
+    with urllib.request.urlopen(url, timeout=3) as response:
         return response.status == 200
 
 
@@ -768,5 +769,5 @@ def _https_ok(url: str) -> bool:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # the components' self-signed serving certificates
-    with urllib.request.urlopen(url, timeout=3, context=context) as response:  # noqa: S310
+    with urllib.request.urlopen(url, timeout=3, context=context) as response:
         return response.status == 200
