@@ -19,12 +19,14 @@ test:
 	@WITH_REGISTRY=1 WITH_SLURM=1 bash scripts/setup.sh
 	@if [ "$${HELM_NEMO_SKIP_CLUSTER:-0}" != 1 ]; then bash scripts/cluster.sh >/dev/null; fi
 	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
-# ruff and mypy as configured in pyproject.toml (mypy: strict on helm_nemo/, with its stated exceptions).
+# ruff (lint and format) and mypy as configured in pyproject.toml (mypy: strict on helm_nemo/, with its stated exceptions).
 lint: setup
 	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, JobSet, Kueue and kwok, built from the Go module

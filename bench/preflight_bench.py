@@ -38,35 +38,86 @@ def realistic_pod(index: int, node: str, gpus: int) -> dict:
     name = f"team-job-{index // 8:04d}-workload-{index % 8}-0-{index:05x}"
     requests = {"cpu": "8", "memory": "64Gi", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": f"team-{index % 7}", "uid": f"5f0c6a8e-{index:04x}-4d7e-9d2e-2a1b3c4d5e6f",
-                     "resourceVersion": str(100000 + index), "creationTimestamp": "2026-11-20T08:00:00Z",
-                     "labels": {"batch.kubernetes.io/job-name": name[:40], "jobset.sigs.k8s.io/jobset-name": "team-job",
-                                "jobset.sigs.k8s.io/replicatedjob-name": "workload", "kueue.x-k8s.io/queue-name": "team-q",
-                                "batch.kubernetes.io/job-completion-index": str(index % 8)},
-                     "annotations": {"kubectl.kubernetes.io/default-container": "workload",
-                                     "kueue.x-k8s.io/workload": f"jobset-team-job-{index:05x}"},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name[:40], "controller": True,
-                                          "blockOwnerDeletion": True, "uid": f"8a7b6c5d-{index:04x}-4e3f-8a9b-0c1d2e3f4a5b"}]},
-        "spec": {"nodeName": node, "restartPolicy": "Never", "schedulerName": "default-scheduler",
-                 "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "hostNetwork": True,
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                 "containers": [{"name": "workload", "image": "us-docker.pkg.dev/project/repo/nemo:25.07",
-                                 "command": ["bash", "-c"], "args": ["bash /workload/launcher/launch-workload.sh"],
-                                 "env": [{"name": f"NCCL_VAR_{n}", "value": str(n)} for n in range(12)],
-                                 "resources": {"limits": requests, "requests": requests},
-                                 "volumeMounts": [{"name": v, "mountPath": f"/{v}"} for v in ("dshm", "data", "ckpt", "launcher")]}],
-                 "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "data", "emptyDir": {}},
-                             {"name": "ckpt", "emptyDir": {}}, {"name": "launcher", "configMap": {"name": "launcher"}}]},
-        "status": {"phase": "Running", "hostIP": "10.0.0.1", "podIP": "10.0.0.1", "qosClass": "Burstable",
-                   "startTime": "2026-11-20T08:00:05Z",
-                   "conditions": [{"type": t, "status": "True", "lastTransitionTime": "2026-11-20T08:00:05Z"}
-                                  for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
-                   "containerStatuses": [{"name": "workload", "ready": True, "restartCount": 0, "started": True,
-                                          "image": "us-docker.pkg.dev/project/repo/nemo:25.07",
-                                          "imageID": "us-docker.pkg.dev/project/repo/nemo@sha256:" + "ab" * 32,
-                                          "containerID": f"containerd://{index:064x}",
-                                          "state": {"running": {"startedAt": "2026-11-20T08:00:09Z"}}}]}}
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": f"team-{index % 7}",
+            "uid": f"5f0c6a8e-{index:04x}-4d7e-9d2e-2a1b3c4d5e6f",
+            "resourceVersion": str(100000 + index),
+            "creationTimestamp": "2026-11-20T08:00:00Z",
+            "labels": {
+                "batch.kubernetes.io/job-name": name[:40],
+                "jobset.sigs.k8s.io/jobset-name": "team-job",
+                "jobset.sigs.k8s.io/replicatedjob-name": "workload",
+                "kueue.x-k8s.io/queue-name": "team-q",
+                "batch.kubernetes.io/job-completion-index": str(index % 8),
+            },
+            "annotations": {
+                "kubectl.kubernetes.io/default-container": "workload",
+                "kueue.x-k8s.io/workload": f"jobset-team-job-{index:05x}",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name[:40],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                    "uid": f"8a7b6c5d-{index:04x}-4e3f-8a9b-0c1d2e3f4a5b",
+                }
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "schedulerName": "default-scheduler",
+            "serviceAccountName": "default",
+            "terminationGracePeriodSeconds": 30,
+            "hostNetwork": True,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "us-docker.pkg.dev/project/repo/nemo:25.07",
+                    "command": ["bash", "-c"],
+                    "args": ["bash /workload/launcher/launch-workload.sh"],
+                    "env": [{"name": f"NCCL_VAR_{n}", "value": str(n)} for n in range(12)],
+                    "resources": {"limits": requests, "requests": requests},
+                    "volumeMounts": [{"name": v, "mountPath": f"/{v}"} for v in ("dshm", "data", "ckpt", "launcher")],
+                }
+            ],
+            "volumes": [
+                {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+                {"name": "data", "emptyDir": {}},
+                {"name": "ckpt", "emptyDir": {}},
+                {"name": "launcher", "configMap": {"name": "launcher"}},
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "hostIP": "10.0.0.1",
+            "podIP": "10.0.0.1",
+            "qosClass": "Burstable",
+            "startTime": "2026-11-20T08:00:05Z",
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": "2026-11-20T08:00:05Z"}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": "workload",
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "image": "us-docker.pkg.dev/project/repo/nemo:25.07",
+                    "imageID": "us-docker.pkg.dev/project/repo/nemo@sha256:" + "ab" * 32,
+                    "containerID": f"containerd://{index:064x}",
+                    "state": {"running": {"startedAt": "2026-11-20T08:00:09Z"}},
+                }
+            ],
+        },
+    }
 
 
 def serve() -> None:
@@ -95,22 +146,47 @@ def main() -> int:
     if args.serve:
         serve()
         return 0
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as tmp_name:
             tmp = Path(tmp_name)
             kubeconfig = tmp / "kubeconfig"
-            kubeconfig.write_text(json.dumps({
-                "apiVersion": "v1", "kind": "Config", "current-context": "bench",
-                "clusters": [{"name": "bench", "cluster": {"server": url}}],
-                "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
-                "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": "ml-team"}}]}))
+            kubeconfig.write_text(
+                json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Config",
+                        "current-context": "bench",
+                        "clusters": [{"name": "bench", "cluster": {"server": url}}],
+                        "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
+                        "contexts": [
+                            {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": "ml-team"}}
+                        ],
+                    }
+                )
+            )
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            env.update(KUBECONFIG=str(kubeconfig), HELM_BIN=HELM, PROJECT_ID="bench-project", GCS_BUCKET="bench-bucket",
-                       KUEUE_NAME="a3-ultra", HELM_NEMO_CACHE_DIR=str(tmp / "cache"))
-            ours = [str(ROOT / ".venv/bin/helm-nemo"), "preflight", "--values", str(RECIPE), "-n", "ml-team", "-o", "json"]
+            env.update(
+                KUBECONFIG=str(kubeconfig),
+                HELM_BIN=HELM,
+                PROJECT_ID="bench-project",
+                GCS_BUCKET="bench-bucket",
+                KUEUE_NAME="a3-ultra",
+                HELM_NEMO_CACHE_DIR=str(tmp / "cache"),
+            )
+            ours = [
+                str(ROOT / ".venv/bin/helm-nemo"),
+                "preflight",
+                "--values",
+                str(RECIPE),
+                "-n",
+                "ml-team",
+                "-o",
+                "json",
+            ]
             from helm_nemo.values.plan import build_plans, helm_values_json
 
             plain = []
@@ -140,21 +216,31 @@ def main() -> int:
         server.wait(timeout=30)
     document = json.loads(report)
     gpus = next(c for c in document["checks"] if c["id"] == "capacity.gpus")
-    result = {"nodes": NODES, "pods": PODS, "rounds": args.rounds,
-              "preflight": {"min": min(ta), "median": statistics.median(ta), "max": max(ta)},
-              "helm_template_x3": {"min": min(tb), "median": statistics.median(tb), "max": max(tb)},
-              "target": TARGET, "exit_code": document["exit_code"], "summary": document["summary"],
-              "capacity": gpus["message"]}
+    result = {
+        "nodes": NODES,
+        "pods": PODS,
+        "rounds": args.rounds,
+        "preflight": {"min": min(ta), "median": statistics.median(ta), "max": max(ta)},
+        "helm_template_x3": {"min": min(tb), "median": statistics.median(tb), "max": max(tb)},
+        "target": TARGET,
+        "exit_code": document["exit_code"],
+        "summary": document["summary"],
+        "capacity": gpus["message"],
+    }
     if args.json:
         print(json.dumps(result))
     else:
         print(f"preflight of {RECIPE.name} against {NODES} nodes and {PODS} pods ({args.rounds} rounds):")
         for key in ("preflight", "helm_template_x3"):
             s = result[key]
-            print(f"  {key:17} min {s['min']*1000:6.0f} ms  median {s['median']*1000:6.0f} ms  max {s['max']*1000:6.0f} ms")
+            print(
+                f"  {key:17} min {s['min'] * 1000:6.0f} ms  median {s['median'] * 1000:6.0f} ms  max {s['max'] * 1000:6.0f} ms"
+            )
         ok = result["preflight"]["median"] <= TARGET
-        print(f"  median {result['preflight']['median']:.2f} s (target <= {TARGET} s) {'ok' if ok else 'MISSED'}; "
-              f"checks: {result['summary']}; {result['capacity']}")
+        print(
+            f"  median {result['preflight']['median']:.2f} s (target <= {TARGET} s) {'ok' if ok else 'MISSED'}; "
+            f"checks: {result['summary']}; {result['capacity']}"
+        )
     return 0 if result["preflight"]["median"] <= TARGET else 1
 
 

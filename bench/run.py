@@ -37,7 +37,13 @@ HELM3 = os.environ.get("HELM3", str(ROOT / ".tools/helm3/helm"))
 # As a user runs it: Python may cache bytecode (some sandboxes set PYTHONDONTWRITEBYTECODE, which makes
 # every run recompile the package: ~40 ms).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-ENV = {**ENV, "GCS_BUCKET": "bench-bucket", "KUEUE_NAME": "bench-queue", "PROJECT_ID": "bench-project", "HELM_BIN": HELM}
+ENV = {
+    **ENV,
+    "GCS_BUCKET": "bench-bucket",
+    "KUEUE_NAME": "bench-queue",
+    "PROJECT_ID": "bench-project",
+    "HELM_BIN": HELM,
+}
 EXAMPLE = ROOT / "values/examples/a4-llama31-405b.yaml"  # one release: the pair compares one render each
 
 
@@ -62,11 +68,18 @@ def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT, stages: lis
     return elapsed
 
 
-def alternate(a: list[str] | list[list[str]], b: list[str] | list[list[str]], rounds: int, warmup: int = 2,
-              env: dict | None = None, stages: list | None = None,
-              before_a=None) -> tuple[list[float], list[float]]:
+def alternate(
+    a: list[str] | list[list[str]],
+    b: list[str] | list[list[str]],
+    rounds: int,
+    warmup: int = 2,
+    env: dict | None = None,
+    stages: list | None = None,
+    before_a=None,
+) -> tuple[list[float], list[float]]:
     """A and B alternately; each may be one command or several run one after another. `before_a` runs
     (untimed) before each A (emptying a cache for a cold figure)."""
+
     def run(cmds, record=None, before=None) -> float:
         cmds = cmds if isinstance(cmds[0], list) else [cmds]
         if before is not None:
@@ -120,28 +133,44 @@ def bench_template(rounds: int, tmp: Path, helm: str, name: str) -> dict:
     td, te = alternate(ours, plain, rounds, env=env, before_a=lambda: shutil.rmtree(cache, ignore_errors=True))
     # The same without the offline manifest validation (--skip-manifest-validation), for the breakdown.
     tc, _ = alternate(ours + ["--skip-manifest-validation"], plain, rounds, env=env)
-    return {"a": f"helm-nemo template ({name})", "b": f"helm template ({name})", "a_stats": stats(ta), "b_stats": stats(tb),
-            "ratio": statistics.median(ta) / statistics.median(tb), "target": 2.0, "goal": 1.5,
-            "stages_ms": stage_shares(stages),
-            "cold_cache": {"stats": stats(td), "ratio": statistics.median(td) / statistics.median(te)},
-            "without_validation": {"stats": stats(tc), "ratio": statistics.median(tc) / statistics.median(tb)}}
+    return {
+        "a": f"helm-nemo template ({name})",
+        "b": f"helm template ({name})",
+        "a_stats": stats(ta),
+        "b_stats": stats(tb),
+        "ratio": statistics.median(ta) / statistics.median(tb),
+        "target": 2.0,
+        "goal": 1.5,
+        "stages_ms": stage_shares(stages),
+        "cold_cache": {"stats": stats(td), "ratio": statistics.median(td) / statistics.median(te)},
+        "without_validation": {"stats": stats(tc), "ratio": statistics.median(tc) / statistics.median(tb)},
+    }
 
 
 def bench_recipe(rounds: int, tmp: Path) -> dict:
     ours = [str(VENV_BIN / "helm-nemo"), "template", "--values", str(RECIPE)]
     ta, tb = alternate(ours, plain_helm_inputs(tmp, RECIPE), rounds)
-    return {"a": "3-release recipe", "b": "3 x helm template", "a_stats": stats(ta), "b_stats": stats(tb),
-            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.3}
+    return {
+        "a": "3-release recipe",
+        "b": "3 x helm template",
+        "a_stats": stats(ta),
+        "b_stats": stats(tb),
+        "ratio": statistics.median(ta) / statistics.median(tb),
+        "target": 1.3,
+    }
 
 
 def bench_plugin(rounds: int, tmp: Path) -> dict | None:
     """`helm nemo template` as users type it: the plugin installed from the release tarball (make dist)."""
     dist = tmp / "dist"
-    build = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "scripts/dist.py"), "--outdir", str(dist)],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [str(VENV_BIN / "python"), str(ROOT / "scripts/dist.py"), "--outdir", str(dist)], capture_output=True, text=True
+    )
     if build.returncode != 0:
         return {"error": (build.stdout + build.stderr)[-500:]}
-    homes = {name: str(tmp / "helm" / name.lower()) for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")}
+    homes = {
+        name: str(tmp / "helm" / name.lower()) for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")
+    }
     env = {k: v for k, v in ENV.items() if k not in ("HELM_BIN", "HELM_PLUGINS")} | homes
     tarball = next(dist.glob("helm-nemo-*.tgz"))
     import tarfile
@@ -155,18 +184,38 @@ def bench_plugin(rounds: int, tmp: Path) -> dict | None:
     ours = [HELM, "nemo", "template", "--values", str(EXAMPLE)]
     (plain,) = plain_helm_inputs(tmp)
     ta, tb = alternate(ours, plain, rounds, env=env)
-    return {"a": "helm nemo template (plugin)", "b": "helm template", "a_stats": stats(ta), "b_stats": stats(tb),
-            "ratio": statistics.median(ta) / statistics.median(tb), "target": 2.5,
-            "tarball_mb": round(tarball.stat().st_size / 1e6, 1)}
+    return {
+        "a": "helm nemo template (plugin)",
+        "b": "helm template",
+        "a_stats": stats(ta),
+        "b_stats": stats(tb),
+        "ratio": statistics.median(ta) / statistics.median(tb),
+        "target": 2.5,
+        "tarball_mb": round(tarball.stat().st_size / 1e6, 1),
+    }
 
 
 def bench_scale(rounds: int) -> dict:
     chart = str(ROOT / "charts/a3ultra/jobset")
-    base = [HELM, "template", "big", chart, "--set", "volumes.gcsMounts[0].bucketName=bench-bucket",
-            "--set", "volumes.gcsMounts[0].mountPath=/b"]
+    base = [
+        HELM,
+        "template",
+        "big",
+        chart,
+        "--set",
+        "volumes.gcsMounts[0].bucketName=bench-bucket",
+        "--set",
+        "volumes.gcsMounts[0].mountPath=/b",
+    ]
     ta, tb = alternate(base + ["--set", "workload.gpus=32768"], base + ["--set", "workload.gpus=16"], rounds)
-    return {"a": "4096-node JobSet", "b": "2-node JobSet", "a_stats": stats(ta), "b_stats": stats(tb),
-            "ratio": statistics.median(ta) / statistics.median(tb), "target": 1.1}
+    return {
+        "a": "4096-node JobSet",
+        "b": "2-node JobSet",
+        "a_stats": stats(ta),
+        "b_stats": stats(tb),
+        "ratio": statistics.median(ta) / statistics.median(tb),
+        "target": 1.1,
+    }
 
 
 def bench_generate(rounds: int, tmp: Path) -> dict:
@@ -197,8 +246,12 @@ def bench_validate(rounds: int) -> dict | None:
 
 def bench_preflight(rounds: int) -> dict:
     """bench/preflight_bench.py: the emulator in its own process, A/B alternately (see its docstring)."""
-    proc = subprocess.run([str(VENV_BIN / "python"), str(ROOT / "bench" / "preflight_bench.py"), "--json",
-                           "--rounds", str(rounds)], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), str(ROOT / "bench" / "preflight_bench.py"), "--json", "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if proc.returncode not in (0, 1) or not proc.stdout.strip():
         return {"error": (proc.stderr or proc.stdout).strip()[-500:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -206,8 +259,12 @@ def bench_preflight(rounds: int) -> dict:
 
 def bench_status(rounds: int) -> dict:
     script = ROOT / "bench" / "status_bench.py"
-    proc = subprocess.run([str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if not proc.stdout.strip():
         return {"error": proc.stderr.strip()[-500:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -217,10 +274,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--only", default="", metavar="KEY,…",
-                        help="run only these figures (template, template_helm3, plugin, recipe, scale, generate, validate, "
-                             "preflight, status); "
-                             "for quick comparisons while working, never with --check")
+    parser.add_argument(
+        "--only",
+        default="",
+        metavar="KEY,…",
+        help="run only these figures (template, template_helm3, plugin, recipe, scale, generate, validate, "
+        "preflight, status); "
+        "for quick comparisons while working, never with --check",
+    )
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
     if only and args.check:
@@ -230,9 +291,14 @@ def main() -> int:
         tmp = Path(tmp_name)
         ENV["HELM_NEMO_CACHE_DIR"] = str(tmp / "schema-cache")  # filled by the warm-up runs, never the user's
         result = {
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                        "helm": subprocess.run([HELM, "version", "--template", "{{.Version}}"], capture_output=True,
-                                               text=True).stdout},
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "helm": subprocess.run(
+                    [HELM, "version", "--template", "{{.Version}}"], capture_output=True, text=True
+                ).stdout,
+            },
             "rounds": args.rounds,
             "template": bench_template(args.rounds, tmp, HELM, "Helm 4") if wanted("template") else None,
             "template_helm3": bench_template(args.rounds, tmp, HELM3, "Helm 3") if wanted("template_helm3") else None,
@@ -245,8 +311,10 @@ def main() -> int:
             "status": bench_status(args.rounds) if wanted("status") else None,
         }
     missed = []
-    print(f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
-          f"{args.rounds} rounds")
+    print(
+        f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
+        f"{args.rounds} rounds"
+    )
     for key in ("template", "template_helm3", "plugin", "recipe", "scale"):
         r = result[key]
         if r is None and not wanted(key):
@@ -258,28 +326,41 @@ def main() -> int:
         a, b = r["a_stats"], r["b_stats"]
         ok = r["ratio"] <= r["target"]
         missed += [] if ok else [key]
-        print(f"{key:9} {r['a']:>22}: min {a['min']*1000:6.1f} ms  median {a['median']*1000:6.1f} ms  max {a['max']*1000:6.1f} ms")
-        print(f"{'':9} {r['b']:>22}: min {b['min']*1000:6.1f} ms  median {b['median']*1000:6.1f} ms  max {b['max']*1000:6.1f} ms")
+        print(
+            f"{key:9} {r['a']:>22}: min {a['min'] * 1000:6.1f} ms  median {a['median'] * 1000:6.1f} ms  max {a['max'] * 1000:6.1f} ms"
+        )
+        print(
+            f"{'':9} {r['b']:>22}: min {b['min'] * 1000:6.1f} ms  median {b['median'] * 1000:6.1f} ms  max {b['max'] * 1000:6.1f} ms"
+        )
         print(f"{'':9} {'median ratio':>22}: {r['ratio']:.2f} (target <= {r['target']}) {'ok' if ok else 'MISSED'}")
         for stage, ms in r.get("stages_ms", []):
             share = ms / (a["median"] * 1000) * 100
-            print(f"{'':9} {'stage ' + stage:>22}: median {ms:6.1f} ms ({share:4.1f} %)" if len(stage) < 17 else
-                  f"{'':9}   stage {stage}: median {ms:6.1f} ms ({share:4.1f} %)")
+            print(
+                f"{'':9} {'stage ' + stage:>22}: median {ms:6.1f} ms ({share:4.1f} %)"
+                if len(stage) < 17
+                else f"{'':9}   stage {stage}: median {ms:6.1f} ms ({share:4.1f} %)"
+            )
         if "cold_cache" in r:
             c = r["cold_cache"]
             ok_cold = c["ratio"] <= r["target"]
             missed += [] if ok_cold else [f"{key} (cold cache)"]
-            print(f"{'':9} {'cold schema cache':>22}: median {c['stats']['median']*1000:6.1f} ms, ratio {c['ratio']:.2f} "
-                  f"{'ok' if ok_cold else 'MISSED'}")
+            print(
+                f"{'':9} {'cold schema cache':>22}: median {c['stats']['median'] * 1000:6.1f} ms, ratio {c['ratio']:.2f} "
+                f"{'ok' if ok_cold else 'MISSED'}"
+            )
         if "without_validation" in r:
             w = r["without_validation"]
-            print(f"{'':9} {'(no manifest check)':>22}: median {w['stats']['median']*1000:6.1f} ms, ratio {w['ratio']:.2f}")
+            print(
+                f"{'':9} {'(no manifest check)':>22}: median {w['stats']['median'] * 1000:6.1f} ms, ratio {w['ratio']:.2f}"
+            )
     for key in ("generate", "check") if wanted("generate") else ():
         s, target = result[key]["stats"], result[key]["target"]
         ok = s["median"] <= target
         missed += [] if ok else [key]
-        print(f"{key:9} {'helm-nemo ' + key:>22}: min {s['min']:.3f} s  median {s['median']:.3f} s  max {s['max']:.3f} s "
-              f"(target <= {target} s) {'ok' if ok else 'MISSED'}")
+        print(
+            f"{key:9} {'helm-nemo ' + key:>22}: min {s['min']:.3f} s  median {s['median']:.3f} s  max {s['max']:.3f} s "
+            f"(target <= {target} s) {'ok' if ok else 'MISSED'}"
+        )
     v = result["validate"]
     if not wanted("validate"):
         pass
@@ -292,7 +373,9 @@ def main() -> int:
     else:
         ok = v["seconds"] <= v.get("target", 0.5)
         missed += [] if ok else ["validate"]
-        print(f"validate  {v['documents']} documents: {v['seconds']:.3f} s (target <= {v.get('target', 0.5)} s) {'ok' if ok else 'MISSED'}")
+        print(
+            f"validate  {v['documents']} documents: {v['seconds']:.3f} s (target <= {v.get('target', 0.5)} s) {'ok' if ok else 'MISSED'}"
+        )
     p = result["preflight"]
     if not wanted("preflight"):
         pass
@@ -303,9 +386,11 @@ def main() -> int:
         a, b = p["preflight"], p["helm_template_x3"]
         ok = a["median"] <= p["target"]
         missed += [] if ok else ["preflight"]
-        print(f"preflight {p['nodes']} nodes, {p['pods']} pods: min {a['min']:.3f} s  median {a['median']:.3f} s  max "
-              f"{a['max']:.3f} s (target <= {p['target']} s) {'ok' if ok else 'MISSED'}; its 3 helm templates alone: "
-              f"median {b['median']:.3f} s")
+        print(
+            f"preflight {p['nodes']} nodes, {p['pods']} pods: min {a['min']:.3f} s  median {a['median']:.3f} s  max "
+            f"{a['max']:.3f} s (target <= {p['target']} s) {'ok' if ok else 'MISSED'}; its 3 helm templates alone: "
+            f"median {b['median']:.3f} s"
+        )
     st = result["status"]
     if wanted("status"):
         if st is None or "error" in st:
@@ -314,8 +399,10 @@ def main() -> int:
         else:
             ok = st["seconds"] <= st["target"]
             missed += [] if ok else ["status"]
-            print(f"status    {st['pods']} pods, {st['log_bytes'] / 1e6:.0f} MB rank-0 log: median {st['seconds']:.3f} s "
-                  f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {'ok' if ok else 'MISSED'}")
+            print(
+                f"status    {st['pods']} pods, {st['log_bytes'] / 1e6:.0f} MB rank-0 log: median {st['seconds']:.3f} s "
+                f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {'ok' if ok else 'MISSED'}"
+            )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     result["missed"] = missed

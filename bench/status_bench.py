@@ -36,10 +36,27 @@ def chart_pod_spec() -> dict:
     import yaml
 
     helm = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
-    out = subprocess.run([helm, "template", RELEASE, str(ROOT / "charts/a3ultra/jobset"), "--namespace", "ml-team",
-                          "--set", "workload.gpus=4096", "--set", "queue=a3-ultra",
-                          "--set", "volumes.gcsMounts[0].bucketName=bench", "--set", "volumes.gcsMounts[0].mountPath=/b"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            helm,
+            "template",
+            RELEASE,
+            str(ROOT / "charts/a3ultra/jobset"),
+            "--namespace",
+            "ml-team",
+            "--set",
+            "workload.gpus=4096",
+            "--set",
+            "queue=a3-ultra",
+            "--set",
+            "volumes.gcsMounts[0].bucketName=bench",
+            "--set",
+            "volumes.gcsMounts[0].mountPath=/b",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for doc in yaml.safe_load_all(out):
         if isinstance(doc, dict) and doc.get("kind") == "JobSet":
             return doc, doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
@@ -51,22 +68,45 @@ def build(kube, pods: int, log_mb: int) -> int:
     import status_states as S
 
     jobset, template = chart_pod_spec()
-    jobset["status"] = {"restarts": 0, "replicatedJobsStatus": [{"name": "workload", "ready": pods, "active": pods,
-                                                                 "succeeded": 0, "failed": 0, "suspended": 0}]}
+    jobset["status"] = {
+        "restarts": 0,
+        "replicatedJobsStatus": [
+            {"name": "workload", "ready": pods, "active": pods, "succeeded": 0, "failed": 0, "suspended": 0}
+        ],
+    }
     jobset["spec"]["suspend"] = False
     stored = kube.put(jobset)
     kube.put(S.workload(stored, [S.condition("QuotaReserved"), S.condition("Admitted")], admitted_by="a3-ultra-cq"))
     for index in range(pods):
         pod = S.pod(RELEASE, index)
         pod["metadata"]["labels"].update(template["metadata"].get("labels") or {})
-        pod["spec"] = {**template["spec"], "nodeName": f"gke-a3u-{index:04d}", "hostname": f"{RELEASE}-workload-0-{index}"}
+        pod["spec"] = {
+            **template["spec"],
+            "nodeName": f"gke-a3u-{index:04d}",
+            "hostname": f"{RELEASE}-workload-0-{index}",
+        }
         pod["status"]["containerStatuses"] = [
-            {"name": c["name"], "ready": True, "restartCount": 0, "image": c.get("image", ""),
-             "state": {"running": {"startedAt": S.iso(S.T0)}}} for c in template["spec"]["containers"]]
+            {
+                "name": c["name"],
+                "ready": True,
+                "restartCount": 0,
+                "image": c.get("image", ""),
+                "state": {"running": {"startedAt": S.iso(S.T0)}},
+            }
+            for c in template["spec"]["containers"]
+        ]
         kube.put(pod)
     for index in range(200):
-        kube.put(S.event("Pod", f"other-job-{index}", "FailedMount", "MountVolume.SetUp failed for volume \"x\"",
-                         S.T0, name=f"other-job-{index}.evt"))
+        kube.put(
+            S.event(
+                "Pod",
+                f"other-job-{index}",
+                "FailedMount",
+                'MountVolume.SetUp failed for volume "x"',
+                S.T0,
+                name=f"other-job-{index}.evt",
+            )
+        )
     target = log_mb * 1024 * 1024
     per_step = len(S.nemo2_log(1000, 10_000_000)) / 1000
     steps = int(target / per_step) + 1
@@ -100,22 +140,36 @@ def main() -> int:
             elapsed = time.perf_counter() - start
             data = json.loads(proc.stdout)
             release = data["releases"][0]
-            if proc.returncode != 0 or release["state"] != "Running" or \
-                    release["progress"]["steps_done"] != expected_steps or release["pods"]["total"] != args.pods:
+            if (
+                proc.returncode != 0
+                or release["state"] != "Running"
+                or release["progress"]["steps_done"] != expected_steps
+                or release["pods"]["total"] != args.pods
+            ):
                 raise SystemExit(f"wrong answer (exit {proc.returncode}): {proc.stdout[:2000]}{proc.stderr}")
             requests = kube.requests[before:]
             if round_:  # the first run is the warm-up (bytecode, the emulator's first answers)
                 times.append(elapsed)
         log_reads = [r for r in requests if r.path.endswith("/log")]
-    result = {"pods": args.pods, "log_bytes": log_bytes, "requests_per_run": len(requests),
-              "log_requests": [r.query for r in log_reads], "seconds": statistics.median(times),
-              "min": min(times), "max": max(times), "rounds": args.rounds, "target": TARGET}
+    result = {
+        "pods": args.pods,
+        "log_bytes": log_bytes,
+        "requests_per_run": len(requests),
+        "log_requests": [r.query for r in log_reads],
+        "seconds": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "rounds": args.rounds,
+        "target": TARGET,
+    }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"status of a {args.pods}-pod JobSet, rank-0 log {log_bytes / 1e6:.1f} MB: median {result['seconds']:.3f} s "
-              f"(min {result['min']:.3f}, max {result['max']:.3f}; target <= {TARGET} s), {len(requests)} requests, "
-              f"log read with {log_reads[0].query if log_reads else 'none'}")
+        print(
+            f"status of a {args.pods}-pod JobSet, rank-0 log {log_bytes / 1e6:.1f} MB: median {result['seconds']:.3f} s "
+            f"(min {result['min']:.3f}, max {result['max']:.3f}; target <= {TARGET} s), {len(requests)} requests, "
+            f"log read with {log_reads[0].query if log_reads else 'none'}"
+        )
     return 0 if result["seconds"] <= TARGET else 1
 
 

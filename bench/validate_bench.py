@@ -54,8 +54,14 @@ def one_run(documents: int) -> dict:
     validate_manifests(parsed)
     parse = time.perf_counter() - start
     kinds = sorted({d["kind"] for d in base})
-    return {"cold": cold, "warm": warm, "parse": parse, "problems": len(cold_problems), "kinds": kinds,
-            "distinct": len(base)}
+    return {
+        "cold": cold,
+        "warm": warm,
+        "parse": parse,
+        "problems": len(cold_problems),
+        "kinds": kinds,
+        "distinct": len(base),
+    }
 
 
 def main() -> int:
@@ -70,22 +76,40 @@ def main() -> int:
         return 0
     runs = []
     for _ in range(args.rounds):
-        proc = subprocess.run([sys.executable, __file__, "--one-run", "--documents", str(args.documents)],
-                              capture_output=True, text=True, cwd=ROOT, check=False)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one-run", "--documents", str(args.documents)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
             return 1
         runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     med = {key: statistics.median(r[key] for r in runs) for key in ("cold", "warm", "parse")}
-    result = {"documents": args.documents, "seconds": med["cold"], "target": TARGET, "cold": med["cold"],
-              "warm": med["warm"], "parse_and_validate_warm": med["parse"], "rounds": args.rounds,
-              "problems": runs[0]["problems"], "distinct_documents": runs[0]["distinct"], "kinds": runs[0]["kinds"],
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
-    print(f"{args.documents} documents ({runs[0]['distinct']} distinct golden renders, {len(runs[0]['kinds'])} kinds; "
-          f"{runs[0]['problems']} problem(s) found), median of {args.rounds} fresh processes on "
-          f"{os.cpu_count()} CPUs:")
-    print(f"  cold (schemas loaded and compiled): {med['cold']:.3f} s  (target <= {TARGET} s) "
-          f"{'ok' if med['cold'] <= TARGET else 'MISSED'}")
+    result = {
+        "documents": args.documents,
+        "seconds": med["cold"],
+        "target": TARGET,
+        "cold": med["cold"],
+        "warm": med["warm"],
+        "parse_and_validate_warm": med["parse"],
+        "rounds": args.rounds,
+        "problems": runs[0]["problems"],
+        "distinct_documents": runs[0]["distinct"],
+        "kinds": runs[0]["kinds"],
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    print(
+        f"{args.documents} documents ({runs[0]['distinct']} distinct golden renders, {len(runs[0]['kinds'])} kinds; "
+        f"{runs[0]['problems']} problem(s) found), median of {args.rounds} fresh processes on "
+        f"{os.cpu_count()} CPUs:"
+    )
+    print(
+        f"  cold (schemas loaded and compiled): {med['cold']:.3f} s  (target <= {TARGET} s) "
+        f"{'ok' if med['cold'] <= TARGET else 'MISSED'}"
+    )
     print(f"  warm (schemas cached):              {med['warm']:.3f} s")
     print(f"  parse YAML + validate (warm):       {med['parse']:.3f} s")
     if args.json:

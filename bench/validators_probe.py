@@ -69,8 +69,13 @@ def fresh_run(root: Path, text: Path, cache: Path | str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(root)
     env["HELM_NEMO_CACHE_DIR"] = str(cache)  # the schema cache (helm_nemo.validate.schema_cache)
-    proc = subprocess.run([sys.executable, __file__, "--root", str(root), "--one-run", str(text)],
-                          env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--root", str(root), "--one-run", str(text)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -86,8 +91,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--root", type=Path, default=HERE)
-    parser.add_argument("--before", type=Path, help="also measure the package in this folder, alternately "
-                                                    "(A B A B ...), e.g. /work/main")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="also measure the package in this folder, alternately (A B A B ...), e.g. /work/main",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--one-run", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -96,8 +104,11 @@ def main() -> int:
         return 0
     # (root, cache state): "cold" runs start with an empty cache folder, "cached" ones find it filled, "off"
     # ones have none (HELM_NEMO_CACHE_DIR="")
-    cases = ([(args.before.resolve(), "cached")] if args.before else []) + \
-        [(args.root.resolve(), "off"), (args.root.resolve(), "cold"), (args.root.resolve(), "cached")]
+    cases = ([(args.before.resolve(), "cached")] if args.before else []) + [
+        (args.root.resolve(), "off"),
+        (args.root.resolve(), "cold"),
+        (args.root.resolve(), "cached"),
+    ]
     runs: dict[tuple, list] = {case: [] for case in cases}
     with tempfile.TemporaryDirectory() as tmp:
         text = render(Path(tmp))
@@ -105,15 +116,20 @@ def main() -> int:
             fresh_run(root, text, Path(tmp) / f"cache-{abs(hash(root))}")  # bytecode, cache: not counted
         for i in range(args.rounds):
             for root, state in cases:
-                cache = "" if state == "off" else \
-                    Path(tmp) / (f"cold-{i}-{abs(hash(root))}" if state == "cold" else f"cache-{abs(hash(root))}")
+                cache = (
+                    ""
+                    if state == "off"
+                    else Path(tmp) / (f"cold-{i}-{abs(hash(root))}" if state == "cold" else f"cache-{abs(hash(root))}")
+                )
                 runs[root, state].append(fresh_run(root, text, cache))
     results = []
     for case in cases:
         med = summary(runs[case])
         results.append({**med, "cache": case[1]})
-        print(f"{med['package']} ({case[1]} schema cache, if it has one): median of {args.rounds} fresh processes, "
-              f"{med['problems']} problem(s)")
+        print(
+            f"{med['package']} ({case[1]} schema cache, if it has one): median of {args.rounds} fresh processes, "
+            f"{med['problems']} problem(s)"
+        )
         print(f"  import + warm_validators: {med['warm']:6.1f} ms")
         print(f"  validate_manifests:       {med['validate']:6.1f} ms")
         print(f"  total:                    {med['total']:6.1f} ms")

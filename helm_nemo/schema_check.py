@@ -11,6 +11,7 @@ import json
 import re
 from collections import namedtuple
 from functools import lru_cache, cache
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -18,11 +19,47 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
     from jsonschema import ValidationError
 
-ANNOTATIONS = {"$schema", "$id", "title", "description", "default", "examples", "definitions", "deprecated",
-               "x-helm-nemo-legacy", "x-helm-nemo-open", "x-helm-nemo-checks", "$comment"}
-KEYWORDS = {"$ref", "type", "enum", "const", "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-            "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "required", "properties",
-            "additionalProperties", "propertyNames", "items", "anyOf", "oneOf", "allOf", "not", "format"}
+ANNOTATIONS = {
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "definitions",
+    "deprecated",
+    "x-helm-nemo-legacy",
+    "x-helm-nemo-open",
+    "x-helm-nemo-checks",
+    "$comment",
+}
+KEYWORDS = {
+    "$ref",
+    "type",
+    "enum",
+    "const",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "required",
+    "properties",
+    "additionalProperties",
+    "propertyNames",
+    "items",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "format",
+}
 # `format` as Kubernetes' OpenAPI uses it for numbers (the only formats checked; others are annotations,
 # as draft-07 leaves them): the range a Go int32 / int64 field holds.
 INTEGER_FORMATS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
@@ -64,7 +101,7 @@ def whole_string_pattern(pattern: str) -> str:
     while index < len(pattern):
         char = pattern[index]
         if char == "\\":
-            out.append(pattern[index:index + 2])
+            out.append(pattern[index : index + 2])
             index += 2
             continue
         if in_class:
@@ -73,10 +110,10 @@ def whole_string_pattern(pattern: str) -> str:
             in_class = True
             out.append(char)
             index += 1
-            if pattern[index:index + 1] == "^":
+            if pattern[index : index + 1] == "^":
                 out.append("^")
                 index += 1
-            if pattern[index:index + 1] == "]":  # `[]…]`: a leading `]` is a literal
+            if pattern[index : index + 1] == "]":  # `[]…]`: a leading `]` is a literal
                 out.append("]")
                 index += 1
             continue
@@ -106,8 +143,9 @@ def whole_string_jsonschema(cls: Any) -> Any:
         if validator.is_type(instance, "string") and not pattern_regex(value).search(instance):
             yield ValidationError(f"{instance!r} does not match {value!r}")
 
-    def pattern_properties(validator: Any, value: dict[str, Any], instance: Any,
-                           _schema: Any) -> Iterator[ValidationError]:
+    def pattern_properties(
+        validator: Any, value: dict[str, Any], instance: Any, _schema: Any
+    ) -> Iterator[ValidationError]:
         if not validator.is_type(instance, "object"):
             return
         for regex, subschema in value.items():
@@ -120,8 +158,14 @@ def whole_string_jsonschema(cls: Any) -> Any:
         if message:
             yield ValidationError(message)
 
-    return validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties,  # type: ignore[no-untyped-call]
-                                   "format": integer_format})
+    return validators.extend(
+        cls,
+        {
+            "pattern": pattern,
+            "patternProperties": pattern_properties,  # type: ignore[no-untyped-call]
+            "format": integer_format,
+        },
+    )
 
 
 def _type_ok(value: Any, kind: str) -> bool:
@@ -136,7 +180,9 @@ def _type_ok(value: Any, kind: str) -> bool:
     if kind == "null":
         return value is None
     if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     raise ValueError(f"unsupported type {kind!r}")
@@ -238,22 +284,34 @@ class Validator:
                 extra_schema = schema["additionalProperties"]
                 if extra_schema is False and extra:
                     listed = ", ".join(repr(k) for k in extra)
-                    were = 'was' if len(extra) == 1 else 'were'
-                    yield err("additionalProperties", f"Additional properties are not allowed ({listed} {were} unexpected)")
+                    were = "was" if len(extra) == 1 else "were"
+                    yield err(
+                        "additionalProperties", f"Additional properties are not allowed ({listed} {were} unexpected)"
+                    )
                 elif isinstance(extra_schema, dict):
                     for key in extra:
                         yield from self._check(extra_schema, value[key], path + (key,))
             if "propertyNames" in schema:
                 for key in value:
                     for error in self._check(schema["propertyNames"], key, path):
-                        yield SchemaError(path + (key,), error.validator, error.validator_value,
-                                          f"property name {error.message}", error.schema, key)
+                        yield SchemaError(
+                            path + (key,),
+                            error.validator,
+                            error.validator_value,
+                            f"property name {error.message}",
+                            error.schema,
+                            key,
+                        )
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 matches = sum(1 for option in schema[keyword] if next(self._check(option, value, path), None) is None)
                 if matches == 0 or (keyword == "oneOf" and matches > 1):
-                    yield err(keyword, f"{_show(value)} is not valid under any of the given schemas"
-                              if matches == 0 else f"{_show(value)} is valid under more than one of the given schemas")
+                    yield err(
+                        keyword,
+                        f"{_show(value)} is not valid under any of the given schemas"
+                        if matches == 0
+                        else f"{_show(value)} is valid under more than one of the given schemas",
+                    )
         for option in schema.get("allOf", ()):
             yield from self._check(option, value, path)
         if "not" in schema and next(self._check(schema["not"], value, path), None) is None:

@@ -25,6 +25,7 @@ import json
 import re
 from contextlib import contextmanager
 from contextvars import ContextVar
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -35,8 +36,13 @@ MIN_FREE = 4  # shorter values are masked only where quoted or whole (see the mo
 
 
 def _escaped_forms(value: str) -> set[str]:
-    forms = {value, value.replace("\r", "\\r").replace("\n", "\\n"), repr(value)[1:-1],
-             json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms = {
+        value,
+        value.replace("\r", "\\r").replace("\n", "\\n"),
+        repr(value)[1:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
     if "\n" in value:
         forms.update(line for line in value.splitlines() if len(line.strip()) >= MIN_FREE)
     return {form for form in forms if form}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import namedtuple
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any

@@ -66,9 +66,27 @@ KUBE_VERSION = "1.32.0"
 API_VERSIONS = ["jobset.x-k8s.io/v1alpha2", "resource.nvidia.com/v1beta1", "kueue.x-k8s.io/v1beta1"]
 
 # helm install/template flags that take a value (the rest are switches).
-VALUE_FLAGS = {"-f", "--values", "--set", "--set-file", "--set-string", "--set-json", "--set-literal", "-n",
-               "--namespace", "--version", "--repo", "--timeout", "--kube-context", "--description",
-               "--post-renderer", "--kube-version", "--api-versions", "-a", "--output-dir"}
+VALUE_FLAGS = {
+    "-f",
+    "--values",
+    "--set",
+    "--set-file",
+    "--set-string",
+    "--set-json",
+    "--set-literal",
+    "-n",
+    "--namespace",
+    "--version",
+    "--repo",
+    "--timeout",
+    "--kube-context",
+    "--description",
+    "--post-renderer",
+    "--kube-version",
+    "--api-versions",
+    "-a",
+    "--output-dir",
+}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -77,16 +95,16 @@ VALUE_FLAGS = {"-f", "--values", "--set", "--set-file", "--set-string", "--set-j
 
 @dataclass
 class Command:
-    readme: str                 # path relative to the corpus root
-    index: int                  # 1-based position among the README's helm install commands
-    line: int                   # README line of `helm install`
-    cwd: Path                   # working directory (absolute)
-    args: list[str]             # helm arguments after `install`
+    readme: str  # path relative to the corpus root
+    index: int  # 1-based position among the README's helm install commands
+    line: int  # README line of `helm install`
+    cwd: Path  # working directory (absolute)
+    args: list[str]  # helm arguments after `install`
     release: str | None = None
     chart_arg: str | None = None
     problem: str | None = None  # why the command cannot run as written
-    note: str | None = None     # how the harness adapted the command (said in the output)
-    literal: bool = True        # the README spells `helm install` with one space (the issue's count of 116)
+    note: str | None = None  # how the harness adapted the command (said in the output)
+    literal: bool = True  # the README spells `helm install` with one space (the issue's count of 116)
 
     @property
     def id(self) -> str:
@@ -95,7 +113,9 @@ class Command:
 
 def expand(text: str, env: dict[str, str]) -> str:
     """$NAME, ${NAME}, ${NAME:-default}; backquoted `git rev-parse …` is the corpus root (REPO_ROOT)."""
-    text = re.sub(r"`git rev-parse --show-toplevel`|\$\(git rev-parse --show-toplevel\)", env.get("REPO_ROOT", ""), text)
+    text = re.sub(
+        r"`git rev-parse --show-toplevel`|\$\(git rev-parse --show-toplevel\)", env.get("REPO_ROOT", ""), text
+    )
 
     def braced(m: re.Match) -> str:
         name, default = m.group(1), m.group(3)
@@ -208,32 +228,48 @@ def _positionals(cmd: Command) -> None:
 
 
 def discover(corpus: Path) -> list[Command]:
-    readmes = sorted(p for top in ("training", "RL") for p in (corpus / top).rglob("README.md")
-                     if re.search(r"^\s*helm\s+install\b", p.read_text(errors="replace"), re.M))
+    readmes = sorted(
+        p
+        for top in ("training", "RL")
+        for p in (corpus / top).rglob("README.md")
+        if re.search(r"^\s*helm\s+install\b", p.read_text(errors="replace"), re.M)
+    )
     return [c for r in readmes for c in readme_commands(corpus, r)]
 
 
 # ----------------------------------------------------------------------------------------------------
 # Which project chart stands in for the recipe's chart
 
-ACCELERATOR_DIRS = {"a3mega": "a3mega", "a3ultra": "a3ultra", "a4": "a4", "a4x": "a4x", "a4x-max": "a4x-max",
-                    "a4xmax": "a4x-max", "g4": "g4", "a3high": "a3high"}
+ACCELERATOR_DIRS = {
+    "a3mega": "a3mega",
+    "a3ultra": "a3ultra",
+    "a4": "a4",
+    "a4x": "a4x",
+    "a4x-max": "a4x-max",
+    "a4xmax": "a4x-max",
+    "g4": "g4",
+    "a3high": "a3high",
+}
 # Charts a README names that no longer exist at the corpus commit -> the chart that replaced them (the
 # parity fixture a3ultra-jobset-llama31-405b/subnetworks made the same choice).
 DELETED_CHARTS = {"src/helm-charts/a3ultra/nemo-training": "src/helm-charts/a3ultra/jobset"}
-SRC_KINDS = {"jobset": "jobset", "nemo-training-v2": "nemo-training", "nemo-training": "nemo-training",
-             # the generic Job chart, which the corpus uses only for the NCCL test (training/a3ultra/nccl-tests)
-             "job": "nccl-test"}
+SRC_KINDS = {
+    "jobset": "jobset",
+    "nemo-training-v2": "nemo-training",
+    "nemo-training": "nemo-training",
+    # the generic Job chart, which the corpus uses only for the NCCL test (training/a3ultra/nccl-tests)
+    "job": "nccl-test",
+}
 
 
 @dataclass
 class Mapping:
-    anchor: Path | None         # the recipe's chart directory
-    ours: Path | None           # our chart directory
+    anchor: Path | None  # the recipe's chart directory
+    ours: Path | None  # our chart directory
     accelerator: str | None
     kind: str | None
-    variant: str                # anchor id used by allowed-differences selectors
-    reason: str | None = None   # why there is no project chart
+    variant: str  # anchor id used by allowed-differences selectors
+    reason: str | None = None  # why there is no project chart
 
 
 def map_chart(corpus: Path, cmd: Command) -> Mapping:
@@ -255,15 +291,29 @@ def map_chart(corpus: Path, cmd: Command) -> Mapping:
         kind = SRC_KINDS.get("/".join(sub[1:]))
         if acc and kind:
             ours = ROOT / "charts" / acc / kind
-            return Mapping(chart, ours if ours.is_dir() else None, acc, kind, f"src/{sub[0]}/{'/'.join(sub[1:])}",
-                           None if ours.is_dir() else f"no project chart {ours.relative_to(ROOT)}")
-        return Mapping(chart, None, acc, None, "src/" + "/".join(sub), f"no project chart for src/helm-charts/{'/'.join(sub)}")
+            return Mapping(
+                chart,
+                ours if ours.is_dir() else None,
+                acc,
+                kind,
+                f"src/{sub[0]}/{'/'.join(sub[1:])}",
+                None if ours.is_dir() else f"no project chart {ours.relative_to(ROOT)}",
+            )
+        return Mapping(
+            chart, None, acc, None, "src/" + "/".join(sub), f"no project chart for src/helm-charts/{'/'.join(sub)}"
+        )
     if parts[0] in ("training", "RL") and (chart / "templates" / "workload-job.yaml").is_file():
         acc = ACCELERATOR_DIRS.get(parts[1])
         blob = _git_blob(chart / "templates" / "workload-job.yaml")
         ours = ROOT / "charts" / (acc or "?") / "jobset"
-        return Mapping(chart, ours if ours.is_dir() else None, acc, "jobset", f"copy:{blob[:7]}",
-                       None if ours.is_dir() else f"no project chart charts/{acc}/jobset")
+        return Mapping(
+            chart,
+            ours if ours.is_dir() else None,
+            acc,
+            "jobset",
+            f"copy:{blob[:7]}",
+            None if ours.is_dir() else f"no project chart charts/{acc}/jobset",
+        )
     return Mapping(chart, None, None, None, rel, f"no project chart for {rel}")
 
 
@@ -288,8 +338,14 @@ def helm_template(helm: Path, release: str, chart: Path, args: list[str], cwd: P
         for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
             env[name] = os.path.join(home, name.lower())
         env.pop("HELM_PLUGINS", None)
-        return subprocess.run([str(helm), "template", release, str(chart), *pinned, *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [str(helm), "template", release, str(chart), *pinned, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
 
 def command_args(cmd: Command) -> list[str]:
@@ -298,7 +354,7 @@ def command_args(cmd: Command) -> list[str]:
     while i < len(cmd.args):
         arg = cmd.args[i]
         if arg in VALUE_FLAGS:
-            args += cmd.args[i:i + 2]
+            args += cmd.args[i : i + 2]
             i += 2
             continue
         if arg in skipped and not skipped[arg] and not arg.startswith("-"):
@@ -327,7 +383,11 @@ def normalize_render(docs: list[dict], release: str) -> list[dict]:
     for doc in docs:
         name = str((doc.get("metadata") or {}).get("name") or "")
         m = re.fullmatch(re.escape(release) + r"-([a-z0-9]{4})(-channel|-all-mrdma)?", name)
-        if m and doc.get("kind") in ("JobSet", "Job", "ComputeDomain", "ResourceClaimTemplate") and not TIMESTAMP.search(name):
+        if (
+            m
+            and doc.get("kind") in ("JobSet", "Job", "ComputeDomain", "ResourceClaimTemplate")
+            and not TIMESTAMP.search(name)
+        ):
             suffixes.add(m.group(1))
     rand = re.compile(re.escape(release) + r"-(" + "|".join(sorted(suffixes)) + r")\b") if suffixes else None
 
@@ -378,7 +438,9 @@ def _launcher_words(container: dict) -> None:
     `launcher-args-as-argv`). Both forms become: the argument lines and echoes replaced by one canonical
     line, and `launcherWords` = every value split at white space, unexpanded. The words are compared."""
     command = container.get("command")
-    if "launcherWords" in container or not (isinstance(command, list) and len(command) == 3 and isinstance(command[2], str)):
+    if "launcherWords" in container or not (
+        isinstance(command, list) and len(command) == 3 and isinstance(command[2], str)
+    ):
         return  # already normalised (a stored fixture) or not a workload script
     lines = command[2].split("\n")
     stripped = [ln.strip() for ln in lines]
@@ -390,20 +452,22 @@ def _launcher_words(container: dict) -> None:
         end = _echo_block_end(stripped, start)
         if start is None or end is None:
             return
-        lines = lines[:start] + [CANONICAL_ARGS] + lines[end + 1:]
-        lines = [LAUNCHER + " " + CANONICAL_ARGS if ln.strip() == LAUNCHER + ' "${LAUNCHER_ARGS[@]}"' else ln for ln in lines]
+        lines = lines[:start] + [CANONICAL_ARGS] + lines[end + 1 :]
+        lines = [
+            LAUNCHER + " " + CANONICAL_ARGS if ln.strip() == LAUNCHER + ' "${LAUNCHER_ARGS[@]}"' else ln for ln in lines
+        ]
     else:  # a gpu-recipes chart
         at = next((i for i, ln in enumerate(stripped) if ln.startswith(LAUNCHER)), None)
         if at is None:
             return
-        first = stripped[at][len(LAUNCHER):].rstrip("\\").split()
-        words = first + [w for ln in stripped[at + 1:] for w in ln.rstrip("\\").split()]
+        first = stripped[at][len(LAUNCHER) :].rstrip("\\").split()
+        words = first + [w for ln in stripped[at + 1 :] for w in ln.rstrip("\\").split()]
         lines = lines[:at] + [LAUNCHER + " " + CANONICAL_ARGS]
         stripped = [ln.strip() for ln in lines]
         start = stripped.index(ARGUMENTS_ECHO) if ARGUMENTS_ECHO in stripped else None
         end = _echo_block_end(stripped, start)
         if start is not None and end is not None:
-            lines = lines[:start] + [CANONICAL_ARGS] + lines[end + 1:]
+            lines = lines[:start] + [CANONICAL_ARGS] + lines[end + 1 :]
     command[2] = "\n".join(lines)
     container["launcherWords"] = words
 
@@ -418,10 +482,10 @@ def _drop_expand_function(container: dict) -> None:
     start = next((i for i, ln in enumerate(lines) if ln.strip() == "nemo_expand() {"), None)
     if start is None:
         return
-    indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+    indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
     end = next((i for i in range(start + 1, len(lines)) if lines[i] == indent + "}"), None)
     if end is not None:
-        command[-1] = "\n".join(lines[:start] + lines[end + 1:])
+        command[-1] = "\n".join(lines[:start] + lines[end + 1 :])
 
 
 def _echo_block_end(stripped: list[str], start: int | None) -> int | None:
@@ -494,15 +558,21 @@ def rename_ours(docs: list[dict], renames: dict | None = None) -> list[dict]:
 
 # Renames per chart kind (documented in docs/compatibility.md).
 KIND_RENAMES = {
-    "nemo-training": {"containers": {"workload": "nemo-workload", "tcpxo-daemon": "network-rx-daemon"},
-                      "volumes": {"nemo-configuration": "workload-configuration"}},
+    "nemo-training": {
+        "containers": {"workload": "nemo-workload", "tcpxo-daemon": "network-rx-daemon"},
+        "volumes": {"nemo-configuration": "workload-configuration"},
+    },
 }
 
 
 def gcs_fuse_renames(release: str, docs: list[dict]) -> dict:
-    return {"names": {d["metadata"]["name"]: d["metadata"]["name"][len(release) + 1:]
-                      for d in docs if d.get("kind") == "PersistentVolume"
-                      and str(d["metadata"]["name"]).startswith(release + "-")}}
+    return {
+        "names": {
+            d["metadata"]["name"]: d["metadata"]["name"][len(release) + 1 :]
+            for d in docs
+            if d.get("kind") == "PersistentVolume" and str(d["metadata"]["name"]).startswith(release + "-")
+        }
+    }
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -534,15 +604,19 @@ def entry_explains(entry: dict, diff: Difference) -> bool:
     if "value" in entry:
         value = diff.actual if diff.change == "added" else diff.expected
         if diff.change == "changed":
-            return isinstance(diff.expected, str) and isinstance(diff.actual, str) and \
-                re.search(entry["value"], diff.expected) is not None and \
-                re.search(entry.get("to", entry["value"]), diff.actual) is not None
+            return (
+                isinstance(diff.expected, str)
+                and isinstance(diff.actual, str)
+                and re.search(entry["value"], diff.expected) is not None
+                and re.search(entry.get("to", entry["value"]), diff.actual) is not None
+            )
         return isinstance(value, str) and re.search(entry["value"], value) is not None
     return True
 
 
-def explain(diffs: list[Difference], entries: list[dict], key: str,
-            selector: str = "where") -> tuple[list[Difference], set[str]]:
+def explain(
+    diffs: list[Difference], entries: list[dict], key: str, selector: str = "where"
+) -> tuple[list[Difference], set[str]]:
     """(the differences no entry for `key` explains, the ids of the entries that explained some)."""
     applicable = [e for e in entries if entry_applies(e, key, selector)]
     used: set[str] = set()
@@ -563,15 +637,16 @@ def explain(diffs: list[Difference], entries: list[dict], key: str,
 @dataclass
 class Result:
     cmd: Command
-    status: str                 # parity | diff | refused | anchor-error | unmapped
+    status: str  # parity | diff | refused | anchor-error | unmapped
     detail: str = ""
     key: str = ""
     unexplained: list[Difference] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
 
 
-def compare_texts(anchor_text: str, ours_text: str, release: str, kind: str | None, key: str,
-                  entries: list[dict]) -> tuple[list[Difference], set[str]]:
+def compare_texts(
+    anchor_text: str, ours_text: str, release: str, kind: str | None, key: str, entries: list[dict]
+) -> tuple[list[Difference], set[str]]:
     anchor = normalize_render(parse_manifests(anchor_text), release)
     ours = normalize_render(parse_manifests(ours_text), release)
     renames = dict(KIND_RENAMES.get(kind or "", {}))
@@ -628,7 +703,9 @@ def run_command(corpus: Path, cmd: Command, helm: Path, entries: list[dict]) -> 
         ours = helm_template(helm, cmd.release, mapping.ours, args, cmd.cwd)
     result = _compare(cmd, mapping, key, anchor, ours, entries)
     if missing:
-        result.detail = (result.detail + f" (README names missing file(s) {', '.join(missing)}: placeholder used)").strip()
+        result.detail = (
+            result.detail + f" (README names missing file(s) {', '.join(missing)}: placeholder used)"
+        ).strip()
     if cmd.note:
         result.detail = (result.detail + f" ({cmd.note})").strip()
     return result
@@ -713,14 +790,17 @@ def export_fixture(corpus: Path, cmd: Command, helm: Path, dest: Path) -> None:
         elif flag == "--set-file":
             key, _, path = args[i + 1].partition("=")
             name = _unique_name(dest, Path(path).name, copied)
-            placeholder = ("#!/bin/bash\necho \"placeholder launcher for parity tests\"\n" if name.endswith(".sh")
-                           else "# placeholder workload config\n")
+            placeholder = (
+                '#!/bin/bash\necho "placeholder launcher for parity tests"\n'
+                if name.endswith(".sh")
+                else "# placeholder workload config\n"
+            )
             (dest / name).write_text(placeholder)
             copied.append((name, None))
             out_args += [flag, f"{key}={name}"]
             i += 2
         elif flag in VALUE_FLAGS:
-            out_args += args[i:i + 2]
+            out_args += args[i : i + 2]
             i += 2
         else:
             out_args.append(flag)
@@ -731,14 +811,24 @@ def export_fixture(corpus: Path, cmd: Command, helm: Path, dest: Path) -> None:
     docs = normalize_render(parse_manifests(anchor.stdout), cmd.release)
     import yaml
 
-    (dest / "anchor-normalized.yaml").write_text(yaml.safe_dump_all(
-        sorted(docs, key=lambda d: (d.get("kind", ""), d.get("metadata", {}).get("name", ""))), sort_keys=True, width=200))
+    (dest / "anchor-normalized.yaml").write_text(
+        yaml.safe_dump_all(
+            sorted(docs, key=lambda d: (d.get("kind", ""), d.get("metadata", {}).get("name", ""))),
+            sort_keys=True,
+            width=200,
+        )
+    )
     (dest / "command.txt").write_text("\n".join([cmd.release, "CHART", *out_args]) + "\n")
     commit = _git_head(corpus)
-    lines = [f"case: {dest.name}", f"command: {cmd.id} (README line {cmd.line})",
-             "anchor_repository: https://github.com/AI-Hypercomputer/gpu-recipes", f"anchor_commit: {commit}",
-             f"anchor_chart: {mapping.anchor.relative_to(corpus)} ({mapping.variant})",
-             f"project_chart: {mapping.ours.relative_to(ROOT)}", f"selector: {case_key(mapping)}"]
+    lines = [
+        f"case: {dest.name}",
+        f"command: {cmd.id} (README line {cmd.line})",
+        "anchor_repository: https://github.com/AI-Hypercomputer/gpu-recipes",
+        f"anchor_commit: {commit}",
+        f"anchor_chart: {mapping.anchor.relative_to(corpus)} ({mapping.variant})",
+        f"project_chart: {mapping.ours.relative_to(ROOT)}",
+        f"selector: {case_key(mapping)}",
+    ]
     for name, src in copied:
         if src is None:
             lines.append(f"placeholder: {name} (own placeholder text, nothing copied)")
@@ -791,11 +881,15 @@ def summarise(results: list[Result]) -> list[str]:
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     lines = []
-    for label, subset in (("all READMEs", results),
-                          ("READMEs spelling `helm install`", [r for r in results if r.cmd.literal])):
+    for label, subset in (
+        ("all READMEs", results),
+        ("READMEs spelling `helm install`", [r for r in results if r.cmd.literal]),
+    ):
         recipes, first, every, commands, parity = recipe_figures(subset)
-        lines.append(f"recipes ({label}): {first}/{recipes} first command parity, {every}/{recipes} every command"
-                     f" parity; their commands {parity}/{commands} parity")
+        lines.append(
+            f"recipes ({label}): {first}/{recipes} first command parity, {every}/{recipes} every command"
+            f" parity; their commands {parity}/{commands} parity"
+        )
     return lines + [
         "status: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
         f"corpus: {counts.get('parity', 0)}/{len(results)} parity",
@@ -814,8 +908,10 @@ def read_baseline(path: Path) -> dict[str, str]:
 
 
 def write_baseline(path: Path, results: list[Result], commit: str) -> None:
-    lines = [f"# scripts/corpus.py baseline: gpu-recipes {commit}; one `status command-id` per line.",
-             "# A command recorded as parity must stay parity (scripts/corpus.py exits 1 otherwise)."]
+    lines = [
+        f"# scripts/corpus.py baseline: gpu-recipes {commit}; one `status command-id` per line.",
+        "# A command recorded as parity must stay parity (scripts/corpus.py exits 1 otherwise).",
+    ]
     lines += [f"{r.status} {r.cmd.id}" for r in results]
     path.write_text("\n".join(lines) + "\n")
 
@@ -829,17 +925,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="glob over command ids (README path#n) or selectors")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every unexplained difference")
     parser.add_argument("--json", type=Path, help="write all results (with differences) here")
-    parser.add_argument("--no-allowances", action="store_true",
-                        help="accept no difference (the normalisations still apply): the strict figures")
-    parser.add_argument("--export-fixtures", type=Path, metavar="DIR",
-                        help="write an offline test case per selected command into DIR")
+    parser.add_argument(
+        "--no-allowances",
+        action="store_true",
+        help="accept no difference (the normalisations still apply): the strict figures",
+    )
+    parser.add_argument(
+        "--export-fixtures", type=Path, metavar="DIR", help="write an offline test case per selected command into DIR"
+    )
     opts = parser.parse_args(argv)
     corpus = opts.corpus.resolve()
     entries = [] if opts.no_allowances else load_allowed()
     commands = discover(corpus)
     if opts.only:
-        commands = [c for c in commands if fnmatch.fnmatchcase(c.id, opts.only)
-                    or (not c.problem and fnmatch.fnmatchcase(case_key(map_chart(corpus, c)), opts.only))]
+        commands = [
+            c
+            for c in commands
+            if fnmatch.fnmatchcase(c.id, opts.only)
+            or (not c.problem and fnmatch.fnmatchcase(case_key(map_chart(corpus, c)), opts.only))
+        ]
     if opts.export_fixtures:
         for cmd in commands:
             name = fixture_name(cmd)
@@ -857,9 +961,22 @@ def main(argv: list[str] | None = None) -> int:
     for line in summarise(results):
         print(line)
     if opts.json:
-        opts.json.write_text(json.dumps([{"id": r.cmd.id, "status": r.status, "key": r.key, "detail": r.detail,
-                                          "diffs": [str(d) for d in r.unexplained], "used": sorted(r.used)}
-                                         for r in results], indent=1))
+        opts.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "id": r.cmd.id,
+                        "status": r.status,
+                        "key": r.key,
+                        "detail": r.detail,
+                        "diffs": [str(d) for d in r.unexplained],
+                        "used": sorted(r.used),
+                    }
+                    for r in results
+                ],
+                indent=1,
+            )
+        )
     if opts.only or opts.no_allowances:
         return 0
     used = set().union(*(r.used for r in results)) if results else set()

@@ -92,7 +92,7 @@ def schema_folder_kept(name: str, floor: tuple[int, int]) -> bool:
 
     if not name.startswith(SCHEMAS):
         return True
-    found = re.match(r"v(\d+)\.(\d+)\.\d+-local-strict/", name[len(SCHEMAS):])
+    found = re.match(r"v(\d+)\.(\d+)\.\d+-local-strict/", name[len(SCHEMAS) :])
     return bool(found) and (int(found.group(1)), int(found.group(2))) >= floor
 
 
@@ -123,8 +123,22 @@ def provenance(tarball: Path, key: str) -> Path:
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
     body = (ROOT / "plugin.yaml").read_text().rstrip("\n") + f"\n\n...\nfiles:\n  {tarball.name}: sha256:{digest}\n"
     out = tarball.with_name(tarball.name + ".prov")
-    subprocess.run(["gpg", "--batch", "--yes", "--digest-algo", "SHA512", "--local-user", key, "--clearsign",
-                    "--output", str(out)], input=body.encode(), check=True)
+    subprocess.run(
+        [
+            "gpg",
+            "--batch",
+            "--yes",
+            "--digest-algo",
+            "SHA512",
+            "--local-user",
+            key,
+            "--clearsign",
+            "--output",
+            str(out),
+        ],
+        input=body.encode(),
+        check=True,
+    )
     return out
 
 
@@ -133,8 +147,12 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", type=Path, default=ROOT / "dist")
-    parser.add_argument("--sign", metavar="KEY", default=os.environ.get("HELM_NEMO_SIGN_KEY"),
-                        help="gpg key (user id or fingerprint) that signs the plugin tarball's provenance")
+    parser.add_argument(
+        "--sign",
+        metavar="KEY",
+        default=os.environ.get("HELM_NEMO_SIGN_KEY"),
+        help="gpg key (user id or fingerprint) that signs the plugin tarball's provenance",
+    )
     args = parser.parse_args()
     dist = args.outdir.resolve()
     v = version()
@@ -146,8 +164,21 @@ def main() -> int:
     wheel = dist / f"helm_nemo-{v}-py3-none-any.whl"
     wheels = dist / "wheels"
     # the dependencies at the versions of requirements/runtime.lock (hashes checked), for this platform and Python
-    run(sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:",
-        "--require-hashes", "--no-deps", "--dest", str(wheels), "-r", str(ROOT / "requirements" / "runtime.lock"))
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--only-binary=:all:",
+        "--require-hashes",
+        "--no-deps",
+        "--dest",
+        str(wheels),
+        "-r",
+        str(ROOT / "requirements" / "runtime.lock"),
+    )
     shutil.copy2(wheel, wheels / wheel.name)
     for bundled in wheels.glob("kubernetes_validate-*.whl"):
         trim_kubernetes_validate(bundled, oldest_supported_kube())

@@ -19,8 +19,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOTS = {"Affinity": "io.k8s.api.core.v1.Affinity", "EnvVarSource": "io.k8s.api.core.v1.EnvVarSource",
-         "Toleration": "io.k8s.api.core.v1.Toleration"}
+ROOTS = {
+    "Affinity": "io.k8s.api.core.v1.Affinity",
+    "EnvVarSource": "io.k8s.api.core.v1.EnvVarSource",
+    "Toleration": "io.k8s.api.core.v1.Toleration",
+}
 INT32 = 2**31 - 1
 EXACT = 2**53 - 1  # the largest integer a float64 (helm's number) holds exactly
 KEEP = {"type", "enum", "required", "items", "properties", "additionalProperties", "oneOf", "$ref"}

@@ -31,8 +31,20 @@ def versions(path: Path) -> dict[str, str]:
 
 
 def compile_lock(uv: str, output: Path, extras: list[str], upgrade: bool, constraint: Path | None) -> None:
-    args = [uv, "pip", "compile", str(ROOT / "pyproject.toml"), "--universal", "--python-version", PYTHON,
-            "--generate-hashes", "--no-header", "--quiet", "--output-file", str(output)]
+    args = [
+        uv,
+        "pip",
+        "compile",
+        str(ROOT / "pyproject.toml"),
+        "--universal",
+        "--python-version",
+        PYTHON,
+        "--generate-hashes",
+        "--no-header",
+        "--quiet",
+        "--output-file",
+        str(output),
+    ]
     for extra in extras:
         args += ["--extra", extra]
     if constraint:
@@ -55,8 +67,11 @@ def main() -> int:
     compile_lock(uv, LOCKS / "dev.lock", ["test", "dev"], not args.no_upgrade, LOCKS / "runtime.lock")
     for name, old in before.items():
         new = versions(LOCKS / name)
-        changes = [f"  {pkg}: {old.get(pkg, '(new)')} -> {new.get(pkg, '(gone)')}"
-                   for pkg in sorted(set(old) | set(new)) if old.get(pkg) != new.get(pkg)]
+        changes = [
+            f"  {pkg}: {old.get(pkg, '(new)')} -> {new.get(pkg, '(gone)')}"
+            for pkg in sorted(set(old) | set(new))
+            if old.get(pkg) != new.get(pkg)
+        ]
         print(f"lock: requirements/{name}: " + (f"{len(changes)} change(s)" if changes else "unchanged"))
         print("\n".join(changes)) if changes else None
     return 0

@@ -93,7 +93,9 @@ def assert_golden(golden: Path, rendered: str, *, writer: bool = True) -> None:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(rendered)
     assert golden.exists(), f"no snapshot {golden}: run with UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text(), f"the render differs from {golden} (UPDATE_GOLDEN=1 rewrites it; review the diff)"
+    assert rendered == golden.read_text(), (
+        f"the render differs from {golden} (UPDATE_GOLDEN=1 rewrites it; review the diff)"
+    )
 
 
 def render_fixture(helm: Helm, case_dir: Path, chart: Path, *extra: str) -> str:
@@ -135,8 +137,10 @@ def real_cluster(tmp_path_factory):
     JobSet and Kueue managers, kwok), one for the session, stopped at the end (also on failure or Ctrl-C).
     Built first by scripts/cluster.sh if `make cluster` has not. HELM_NEMO_SKIP_CLUSTER=1 skips its tests."""
     if os.environ.get("HELM_NEMO_SKIP_CLUSTER") == "1":
-        pytest.skip("HELM_NEMO_SKIP_CLUSTER=1: the real control plane (etcd, kube-apiserver, kube-controller-manager, "
-                    "kube-scheduler, JobSet, Kueue, kwok) was not started")
+        pytest.skip(
+            "HELM_NEMO_SKIP_CLUSTER=1: the real control plane (etcd, kube-apiserver, kube-controller-manager, "
+            "kube-scheduler, JobSet, Kueue, kwok) was not started"
+        )
     from real_cluster import RealCluster
 
     cluster = RealCluster(tmp_path_factory.mktemp("real-cluster"), echo=lambda line: print(f"real_cluster: {line}"))

@@ -116,8 +116,19 @@ DEFAULT_RESOURCES = [
 ]
 
 # Groups the API server itself serves (not CRDs): their list items come without apiVersion/kind.
-BUILTIN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "storage.k8s.io", "scheduling.k8s.io",
-                  "apiextensions.k8s.io", "resource.k8s.io", "authorization.k8s.io", "networking.k8s.io", "policy"}
+BUILTIN_GROUPS = {
+    "",
+    "apps",
+    "batch",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "scheduling.k8s.io",
+    "apiextensions.k8s.io",
+    "resource.k8s.io",
+    "authorization.k8s.io",
+    "networking.k8s.io",
+    "policy",
+}
 
 # Virtual resources: POST-only, answered, never stored (authorization.k8s.io).
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -126,8 +137,9 @@ SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 def without(*kinds_or_groups: str, resources: list[Resource] | None = None) -> list[Resource]:
     """The default resources minus some kinds or whole groups (`"JobSet"`, `"kueue.x-k8s.io"`): a cluster
     where that API is not served (its CRD not installed)."""
-    return [r for r in (resources or DEFAULT_RESOURCES)
-            if r.kind not in kinds_or_groups and r.group not in kinds_or_groups]
+    return [
+        r for r in (resources or DEFAULT_RESOURCES) if r.kind not in kinds_or_groups and r.group not in kinds_or_groups
+    ]
 
 
 class ApiError(Exception):
@@ -136,8 +148,16 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details or {}
 
     def status(self) -> dict:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "details": self.details, "code": self.code}
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "details": self.details,
+            "code": self.code,
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -167,14 +187,14 @@ def pb_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
             value, pos = _varint(buf, pos)
         elif wire == 2:
             length, pos = _varint(buf, pos)
-            value = buf[pos:pos + length]
+            value = buf[pos : pos + length]
             if len(value) != length:
                 raise ValueError("truncated field")
             pos += length
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            value, pos = buf[pos : pos + 8], pos + 8
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            value, pos = buf[pos : pos + 4], pos + 4
         else:
             raise ValueError(f"unsupported wire type {wire}")
         yield number, wire, value
@@ -321,13 +341,19 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
 
 def _plain(patch: list) -> list:
     """A patch list as a value: without `$patch` items and directive keys."""
-    return [{k: copy.deepcopy(v) for k, v in i.items() if not k.startswith("$")} if isinstance(i, dict) else i
-            for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    return [
+        {k: copy.deepcopy(v) for k, v in i.items() if not k.startswith("$")} if isinstance(i, dict) else i
+        for i in patch
+        if not (isinstance(i, dict) and "$patch" in i)
+    ]
 
 
 def _smp_list(target: Any, patch: list) -> list:
-    if not isinstance(target, list) or not patch or \
-            any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch):
+    if (
+        not isinstance(target, list)
+        or not patch
+        or any(isinstance(i, dict) and i.get("$patch") == "replace" for i in patch)
+    ):
         return _plain(patch)
     key = _merge_key(patch)
     if not key or not all(isinstance(i, dict) and key in i for i in target):
@@ -411,14 +437,27 @@ def field_selector_matches(selector: str, obj: dict) -> bool:
 # API-server defaulting: helm 3's readiness checks dereference these pointers.
 
 DEFAULTS = {
-    "Deployment": {"spec": {"replicas": 1, "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600,
-                            "strategy": {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}}},
-    "DaemonSet": {"spec": {"revisionHistoryLimit": 10,
-                           "updateStrategy": {"type": "RollingUpdate",
-                                              "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}}},
-    "StatefulSet": {"spec": {"replicas": 1, "podManagementPolicy": "OrderedReady",
-                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}},
+    "Deployment": {
+        "spec": {
+            "replicas": 1,
+            "revisionHistoryLimit": 10,
+            "progressDeadlineSeconds": 600,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+        }
+    },
+    "DaemonSet": {
+        "spec": {
+            "revisionHistoryLimit": 10,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+        }
+    },
+    "StatefulSet": {
+        "spec": {
+            "replicas": 1,
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+        }
+    },
     "ReplicaSet": {"spec": {"replicas": 1}},
     "Job": {"spec": {"completions": 1, "parallelism": 1, "backoffLimit": 6}},
     "Service": {"spec": {"type": "ClusterIP", "sessionAffinity": "None"}},
@@ -448,37 +487,95 @@ def ready_status(obj: dict) -> dict | None:
     generation = (obj.get("metadata") or {}).get("generation", 1)
     replicas = spec.get("replicas", 1)
     if kind == "Deployment":
-        return {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
-                "readyReplicas": replicas, "availableReplicas": replicas,
-                "conditions": [
-                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                     "lastUpdateTime": _now(), "lastTransitionTime": _now()},
-                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                     "lastUpdateTime": _now(), "lastTransitionTime": _now()}]}
+        return {
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "True",
+                    "reason": "MinimumReplicasAvailable",
+                    "lastUpdateTime": _now(),
+                    "lastTransitionTime": _now(),
+                },
+                {
+                    "type": "Progressing",
+                    "status": "True",
+                    "reason": "NewReplicaSetAvailable",
+                    "lastUpdateTime": _now(),
+                    "lastTransitionTime": _now(),
+                },
+            ],
+        }
     if kind in ("ReplicaSet", "StatefulSet"):
-        status = {"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas,
-                  "availableReplicas": replicas, "fullyLabeledReplicas": replicas}
+        status = {
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "fullyLabeledReplicas": replicas,
+        }
         if kind == "StatefulSet":
             status.update(currentReplicas=replicas, updatedReplicas=replicas)
         return status
     if kind == "DaemonSet":
-        return {"observedGeneration": generation, "desiredNumberScheduled": 1, "currentNumberScheduled": 1,
-                "updatedNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "numberMisscheduled": 0}
+        return {
+            "observedGeneration": generation,
+            "desiredNumberScheduled": 1,
+            "currentNumberScheduled": 1,
+            "updatedNumberScheduled": 1,
+            "numberReady": 1,
+            "numberAvailable": 1,
+            "numberMisscheduled": 0,
+        }
     if kind == "Job" and spec.get("suspend") is True:  # the Job controller starts no pod and sets no startTime
-        return {"active": 0, "conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
-                                             "lastProbeTime": _now(), "lastTransitionTime": _now()}]}
+        return {
+            "active": 0,
+            "conditions": [
+                {
+                    "type": "Suspended",
+                    "status": "True",
+                    "reason": "JobSuspended",
+                    "lastProbeTime": _now(),
+                    "lastTransitionTime": _now(),
+                }
+            ],
+        }
     if kind == "Job":
         completions = spec.get("completions", 1)
-        return {"succeeded": completions, "active": 0, "startTime": _now(), "completionTime": _now(),
-                "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": _now(),
-                                "lastTransitionTime": _now()}]}
+        return {
+            "succeeded": completions,
+            "active": 0,
+            "startTime": _now(),
+            "completionTime": _now(),
+            "conditions": [
+                {"type": "Complete", "status": "True", "lastProbeTime": _now(), "lastTransitionTime": _now()}
+            ],
+        }
     if kind == "JobSet":
-        return {"restarts": 0, "replicatedJobsStatus": [
-            {"name": rj.get("name", ""), "ready": rj.get("replicas", 1), "active": rj.get("replicas", 1),
-             "succeeded": 0, "failed": 0, "suspended": 0} for rj in spec.get("replicatedJobs") or []]}
+        return {
+            "restarts": 0,
+            "replicatedJobsStatus": [
+                {
+                    "name": rj.get("name", ""),
+                    "ready": rj.get("replicas", 1),
+                    "active": rj.get("replicas", 1),
+                    "succeeded": 0,
+                    "failed": 0,
+                    "suspended": 0,
+                }
+                for rj in spec.get("replicatedJobs") or []
+            ],
+        }
     if kind == "PersistentVolumeClaim":
-        return {"phase": "Bound", "accessModes": spec.get("accessModes", []),
-                "capacity": (spec.get("resources") or {}).get("requests", {})}
+        return {
+            "phase": "Bound",
+            "accessModes": spec.get("accessModes", []),
+            "capacity": (spec.get("resources") or {}).get("requests", {}),
+        }
     if kind == "PersistentVolume":
         return {"phase": "Bound" if spec.get("claimRef") else "Available"}
     if kind == "Namespace":
@@ -496,11 +593,15 @@ def ready_status(obj: dict) -> dict | None:
 #   the API server wraps it (apiserver .../webhook/errors/statuserror.go, ToStatusErr): 422 Invalid,
 #   `admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "NAME" is invalid: …`.
 
-JOB_IMMUTABLE = ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy",
-                 "successPolicy")
+JOB_IMMUTABLE = ("selector", "completionMode", "podFailurePolicy", "backoffLimitPerIndex", "managedBy", "successPolicy")
 JOBSET_CEL_IMMUTABLE = ("network", "successPolicy", "failurePolicy", "startupPolicy", "volumeClaimPolicies")
-POD_SCHEDULING_DIRECTIVES = (("metadata", "labels"), ("metadata", "annotations"), ("spec", "nodeSelector"),
-                             ("spec", "tolerations"), ("spec", "schedulingGates"))
+POD_SCHEDULING_DIRECTIVES = (
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("spec", "nodeSelector"),
+    ("spec", "tolerations"),
+    ("spec", "schedulingGates"),
+)
 
 
 def _pruned(value):
@@ -545,10 +646,18 @@ def job_update_errors(old: dict, new: dict) -> list:
     indexed = spec.get("completionMode") == "Indexed"
     if not indexed:
         _immutable(errors, "spec.completions", spec.get("completions"), old_spec.get("completions"))
-    elif spec.get("completions") != old_spec.get("completions") and spec.get("completions") is not None \
-            and spec.get("completions") != spec.get("parallelism"):
-        errors.append(("spec.completions", json.dumps(spec.get("completions")),
-                       "can only be modified in tandem with spec.parallelism"))
+    elif (
+        spec.get("completions") != old_spec.get("completions")
+        and spec.get("completions") is not None
+        and spec.get("completions") != spec.get("parallelism")
+    ):
+        errors.append(
+            (
+                "spec.completions",
+                json.dumps(spec.get("completions")),
+                "can only be modified in tandem with spec.parallelism",
+            )
+        )
     _immutable(errors, "spec.selector", spec.get("selector"), old_spec.get("selector"))
     never_started = old_spec.get("suspend") is True and not (old.get("status") or {}).get("startTime")
     old_template = old_spec.get("template") or {}
@@ -572,9 +681,10 @@ def jobset_update_errors(old: dict, new: dict) -> list:
         for rj in replicated:
             if rj.get("name") in old_by_name:
                 job_spec = (rj.get("template") or {}).setdefault("spec", {})
-                old_job_spec = ((old_by_name[rj["name"]].get("template") or {}).get("spec") or {})
-                job_spec["template"] = _with_scheduling_from(job_spec.get("template"), old_job_spec.get("template"),
-                                                             node_affinity=False)
+                old_job_spec = (old_by_name[rj["name"]].get("template") or {}).get("spec") or {}
+                job_spec["template"] = _with_scheduling_from(
+                    job_spec.get("template"), old_job_spec.get("template"), node_affinity=False
+                )
     _immutable(errors, "spec.replicatedJobs", replicated, old_spec.get("replicatedJobs") or [])
     _immutable(errors, "spec.managedBy", spec.get("managedBy"), old_spec.get("managedBy"))
     return errors
@@ -591,8 +701,10 @@ def update_refusal(res: Resource, name: str, old: dict, new: dict) -> ApiError |
         return None
     if not errors:
         return None
-    causes = [{"reason": "FieldValueInvalid", "message": f"Invalid value: {value}: {detail}", "field": path}
-              for path, value, detail in errors]
+    causes = [
+        {"reason": "FieldValueInvalid", "message": f"Invalid value: {value}: {detail}", "field": path}
+        for path, value, detail in errors
+    ]
     listed = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
     message = prefix + (listed if len(causes) == 1 else f"[{listed}]")
     return ApiError(422, "Invalid", message, {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
@@ -617,6 +729,7 @@ REASONS = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailabl
 @dataclass
 class Fault:
     """An armed server error: which requests it answers, what it answers, and the requests it did."""
+
     methods: frozenset[str] | None  # None = any method
     kind: str | None  # kind or plural; None = any resource
     name: str | None
@@ -633,12 +746,14 @@ class Fault:
         return self.times is not None and len(self.fired) >= self.times
 
     def matches(self, request: Request, res: Resource, ns: str | None, name: str | None) -> bool:
-        return not self.exhausted \
-            and (self.methods is None or request.method in self.methods) \
-            and self.kind in (None, res.kind, res.plural) \
-            and self.name in (None, name) \
-            and self.namespace in (None, ns) \
+        return (
+            not self.exhausted
+            and (self.methods is None or request.method in self.methods)
+            and self.kind in (None, res.kind, res.plural)
+            and self.name in (None, name)
+            and self.namespace in (None, ns)
             and (self.when is None or bool(self.when(request)))
+        )
 
     def error(self) -> ApiError:
         return ApiError(self.status, self.reason, self.message)
@@ -648,6 +763,7 @@ class Fault:
 class TLSFiles:
     """PEM files for an HTTPS emulator: its certificate and key, the CA that signed them (what a
     kubeconfig's certificate-authority-data holds), and the CA client certificates must be signed by."""
+
     cert: str
     key: str
     ca: str
@@ -664,20 +780,85 @@ def make_tls(folder: Path, client_names: tuple[str, ...] = ("alice",)) -> tuple[
     def openssl(*args: str, stdin: str | None = None) -> None:
         subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, text=True, input=stdin)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=emulator-ca")
-    (folder / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default\n"
-                                       "extendedKeyUsage=serverAuth\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=kube-apiserver")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=emulator-ca",
+    )
+    (folder / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default\nextendedKeyUsage=serverAuth\n"
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    )
     (folder / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     clients = {}
     for name in client_names:
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/O=system:masters/CN={name}")
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", f"{name}.crt", "-days", "2", "-extfile", "client.ext")
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/O=system:masters/CN={name}",
+        )
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "client.ext",
+        )
         clients[name] = (str(folder / f"{name}.crt"), str(folder / f"{name}.key"))
     ca = str(folder / "ca.crt")
     return TLSFiles(str(folder / "server.crt"), str(folder / "server.key"), ca, ca), clients
@@ -704,7 +885,7 @@ class ContainerLog:
             last = index == len(pieces) - 1
             if last and not piece:
                 break
-            chunks = [piece[i:i + CRI_MAX_LINE] for i in range(0, len(piece), CRI_MAX_LINE)] or [""]
+            chunks = [piece[i : i + CRI_MAX_LINE] for i in range(0, len(piece), CRI_MAX_LINE)] or [""]
             for n, chunk in enumerate(chunks):
                 tag = "F" if n == len(chunks) - 1 and not last else "P"
                 self.entries.append((at + timedelta(seconds=step_s * (len(self.entries) - count)), tag, chunk))
@@ -730,9 +911,15 @@ class _Event:
 class KubeEmulator:
     """In-memory Kubernetes API on 127.0.0.1. `with KubeEmulator() as kube:` or start()/stop()."""
 
-    def __init__(self, resources: list[Resource] | None = None, token: str | None = "emulator-token",
-                 ready: bool = True, kube_version: str = "v1.32.0", tls: TLSFiles | None = None,
-                 admission: bool = True):
+    def __init__(
+        self,
+        resources: list[Resource] | None = None,
+        token: str | None = "emulator-token",
+        ready: bool = True,
+        kube_version: str = "v1.32.0",
+        tls: TLSFiles | None = None,
+        admission: bool = True,
+    ):
         self.resources = list(resources or DEFAULT_RESOURCES)
         self.admission = admission  # refuse updates of Jobs and JobSets as the real server does
         self.token = token
@@ -785,11 +972,13 @@ class KubeEmulator:
                 context.verify_mode = ssl.CERT_OPTIONAL
             # The handshake runs in the request's thread (do_handshake_on_connect=False): a client that
             # never completes it cannot block the accept loop.
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
-                                                      do_handshake_on_connect=False)
+            self._server.socket = context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="kube-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="kube-emulator", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -826,10 +1015,14 @@ class KubeEmulator:
         else:
             cluster["insecure-skip-tls-verify"] = True
         config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "emulator",
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "emulator",
             "clusters": [{"name": "emulator", "cluster": cluster}],
             "users": [{"name": "emulator", "user": user or {"token": self.token or "none"}}],
-            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}],
+            "contexts": [
+                {"name": "emulator", "context": {"cluster": "emulator", "user": "emulator", "namespace": namespace}}
+            ],
         }
         path.write_text(json.dumps(config, indent=2))
         path.chmod(0o600)
@@ -873,8 +1066,18 @@ class KubeEmulator:
         return self.create(res, ns, obj)
 
     # ---- container logs (what the kubelet keeps; pods/NAME/log serves it)
-    def write_log(self, namespace: str, pod: str, text: str, container: str = "workload", *,
-                  at: datetime | None = None, step_s: float = 0.0, previous: bool = False, close: bool = False) -> None:
+    def write_log(
+        self,
+        namespace: str,
+        pod: str,
+        text: str,
+        container: str = "workload",
+        *,
+        at: datetime | None = None,
+        step_s: float = 0.0,
+        previous: bool = False,
+        close: bool = False,
+    ) -> None:
         """Append `text` to a container's log as the container runtime writes it: one CRI entry per line,
         lines longer than 16 KiB split into partial entries, an unfinished last line a partial entry; entry
         k is stamped `at + k * step_s` (default now). `previous` writes the log of the container's previous
@@ -917,14 +1120,28 @@ class KubeEmulator:
         status = {"allowed": not denied}
         if denied:
             status["reason"] = f'RBAC: no role of user "{user}" allows {asked[0]} on {asked[2]}'
-        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
-                "metadata": {"creationTimestamp": None}, "spec": body["spec"], "status": status}
+        return {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": body["spec"],
+            "status": status,
+        }
 
     # ---- fault injection
-    def fail_next(self, method: str | tuple[str, ...] | None = None, kind: str | None = None, *,
-                  name: str | None = None, namespace: str | None = None, status: int = 500,
-                  message: str = "etcdserver: request timed out", reason: str | None = None,
-                  times: int | None = 1, when=None) -> Fault:
+    def fail_next(
+        self,
+        method: str | tuple[str, ...] | None = None,
+        kind: str | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+        status: int = 500,
+        message: str = "etcdserver: request timed out",
+        reason: str | None = None,
+        times: int | None = 1,
+        when=None,
+    ) -> Fault:
         """Answer the next `times` requests (None: all) for a resource that match — method (one or a
         tuple; None = any), kind (kind or plural), object name, namespace ("" = cluster-scoped), and
         `when(request)` — with a `Status` failure of code `status`; the request is not served. Faults
@@ -932,8 +1149,9 @@ class KubeEmulator:
         if kind is not None:
             self.resource(kind)  # a typo must fail the test, not silently never fire
         methods = None if method is None else frozenset([method] if isinstance(method, str) else method)
-        fault = Fault(methods, kind, name, namespace, status, reason or REASONS.get(status, "InternalError"),
-                      message, times, when)
+        fault = Fault(
+            methods, kind, name, namespace, status, reason or REASONS.get(status, "InternalError"), message, times, when
+        )
         with self._cond:
             self.faults.append(fault)
         return fault
@@ -962,8 +1180,9 @@ class KubeEmulator:
         if old:
             old_meta = old["metadata"]
             meta["uid"], meta["creationTimestamp"] = old_meta["uid"], old_meta["creationTimestamp"]
-            changed = {k: v for k, v in obj.items() if k not in ("metadata", "status")} != \
-                      {k: v for k, v in old.items() if k not in ("metadata", "status")}
+            changed = {k: v for k, v in obj.items() if k not in ("metadata", "status")} != {
+                k: v for k, v in old.items() if k not in ("metadata", "status")
+            }
             meta["generation"] = old_meta.get("generation", 1) + (1 if changed else 0)
             if "status" not in obj and "status" in old:
                 obj["status"] = old["status"]
@@ -997,15 +1216,22 @@ class KubeEmulator:
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             if res.namespaced:
                 if meta.get("namespace") and meta["namespace"] != ns:
-                    raise ApiError(400, "BadRequest", "the namespace of the provided object does not match "
-                                   "the namespace sent on the request")
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    )
                 meta["namespace"] = ns
             else:
                 meta.pop("namespace", None)
             key = (ns, meta["name"])
             if key in self._store[res]:
-                raise ApiError(409, "AlreadyExists", f'{res.plural} "{meta["name"]}" already exists',
-                               {"name": meta["name"], "kind": res.plural, "group": res.group})
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{res.plural} "{meta["name"]}" already exists',
+                    {"name": meta["name"], "kind": res.plural, "group": res.group},
+                )
             for k in ("uid", "resourceVersion", "creationTimestamp"):
                 meta.pop(k, None)
             if res.kind == "Secret" and "stringData" in obj:
@@ -1025,13 +1251,21 @@ class KubeEmulator:
         with self._cond:
             old = self._store[res].get((ns, name))
             if old is None:
-                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
-                               {"name": name, "kind": res.plural, "group": res.group})
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'{res.plural} "{name}" not found',
+                    {"name": name, "kind": res.plural, "group": res.group},
+                )
             sent_rv = (body.get("metadata") or {}).get("resourceVersion")
             if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{name}": '
-                               "the object has been modified; please apply your changes to the latest version and try again",
-                               {"name": name, "kind": res.plural, "group": res.group})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {res.plural} "{name}": '
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                    {"name": name, "kind": res.plural, "group": res.group},
+                )
             obj = copy.deepcopy(body)
             obj.setdefault("metadata", {})["name"] = name
             if res.namespaced:
@@ -1051,8 +1285,12 @@ class KubeEmulator:
         with self._cond:
             obj = self._store[res].get((ns, name))
             if obj is None:
-                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
-                               {"name": name, "kind": res.plural, "group": res.group})
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'{res.plural} "{name}" not found',
+                    {"name": name, "kind": res.plural, "group": res.group},
+                )
             if dry_run:
                 return obj
             del self._store[res][(ns, name)]
@@ -1080,13 +1318,26 @@ class KubeEmulator:
             owners = rs["metadata"].get("ownerReferences") or []
             if ns == meta["namespace"] and other != name and any(o.get("uid") == meta["uid"] for o in owners):
                 self.delete(rs_res, ns, other)
-        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
-              "metadata": {"name": name, "namespace": meta["namespace"],
-                           "labels": dict((template.get("metadata") or {}).get("labels") or {}),
-                           "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"],
-                                                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
-              "spec": {"replicas": spec.get("replicas", 1), "selector": spec.get("selector") or {},
-                       "template": template}}
+        rs = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": name,
+                "namespace": meta["namespace"],
+                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {"replicas": spec.get("replicas", 1), "selector": spec.get("selector") or {}, "template": template},
+        }
         if (meta["namespace"], name) in self._store[rs_res]:
             self.replace(rs_res, meta["namespace"], name, rs)
         else:
@@ -1109,7 +1360,7 @@ class KubeEmulator:
                     after = tuple(json.loads(base64.urlsafe_b64decode(token.encode())))
                 except ValueError:
                     raise ApiError(400, "BadRequest", "continue key is not valid: illegal base64 data") from None
-                keys = keys[bisect.bisect_right(keys, after):]
+                keys = keys[bisect.bisect_right(keys, after) :]
             limit = int(query.get("limit") or 0)
             selectors = query.get("labelSelector") or query.get("fieldSelector")
             chosen, more = [], False
@@ -1133,23 +1384,31 @@ class KubeEmulator:
             else:
                 items = [store[key] for key in keys]
             if encoded:
-                return json.dumps({"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
-                                   "items": items}).encode()
-            return {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta,
-                    "items": copy.deepcopy(items)}
+                return json.dumps(
+                    {"kind": f"{res.kind}List", "apiVersion": res.group_version, "metadata": meta, "items": items}
+                ).encode()
+            return {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.group_version,
+                "metadata": meta,
+                "items": copy.deepcopy(items),
+            }
 
     @staticmethod
     def _selected(obj: dict, query: dict) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
-        return label_selector_matches(query.get("labelSelector", ""), labels) and \
-            field_selector_matches(query.get("fieldSelector", ""), obj)
+        return label_selector_matches(query.get("labelSelector", ""), labels) and field_selector_matches(
+            query.get("fieldSelector", ""), obj
+        )
 
     def patch(self, res: Resource, ns: str, name: str, content_type: str, body: bytes, query: dict) -> dict:
         dry_run = bool(query.get("dryRun"))
         try:
             patch = json.loads(body or b"{}")
         except ValueError as err:
-            raise ApiError(415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}") from None
+            raise ApiError(
+                415, "UnsupportedMediaType", f"the emulator reads JSON patch bodies only ({content_type}): {err}"
+            ) from None
         with self._cond:
             old = self._store[res].get((ns, name))
             if content_type.startswith("application/apply-patch"):
@@ -1162,8 +1421,12 @@ class KubeEmulator:
                     new["status"] = old["status"]
                 return self.replace(res, ns, name, new, dry_run=dry_run)
             if old is None:
-                raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
-                               {"name": name, "kind": res.plural, "group": res.group})
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'{res.plural} "{name}" not found',
+                    {"name": name, "kind": res.plural, "group": res.group},
+                )
             if content_type.startswith("application/merge-patch+json"):
                 new = merge_patch(old, patch)
             elif content_type.startswith("application/strategic-merge-patch+json"):
@@ -1182,14 +1445,26 @@ class KubeEmulator:
         with self._cond:
             start_rv = query.get("resourceVersion") or "0"
             if query.get("sendInitialEvents") == "true" or start_rv in ("", "0"):
-                pending = [{"type": "ADDED", "object": copy.deepcopy(o)} for (ons, _), o in sorted(self._store[res].items())
-                           if (ns is None or ons == ns) and self._selected(o, query)]  # events carry kind
+                pending = [
+                    {"type": "ADDED", "object": copy.deepcopy(o)}
+                    for (ons, _), o in sorted(self._store[res].items())
+                    if (ns is None or ons == ns) and self._selected(o, query)
+                ]  # events carry kind
                 cursor = len(self._events)
                 if query.get("sendInitialEvents") == "true":
-                    pending.append({"type": "BOOKMARK", "object": {
-                        "kind": res.kind, "apiVersion": res.group_version,
-                        "metadata": {"resourceVersion": str(self._rv),
-                                     "annotations": {"k8s.io/initial-events-end": "true"}}}})
+                    pending.append(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": res.kind,
+                                "apiVersion": res.group_version,
+                                "metadata": {
+                                    "resourceVersion": str(self._rv),
+                                    "annotations": {"k8s.io/initial-events-end": "true"},
+                                },
+                            },
+                        }
+                    )
             else:
                 cursor = next((i for i, e in enumerate(self._events) if e.rv > int(start_rv)), len(self._events))
                 pending = []
@@ -1206,8 +1481,11 @@ class KubeEmulator:
                 if self._stopping.is_set():
                     return
                 for event in self._events[cursor:]:
-                    if event.resource == res and (ns is None or event.obj["metadata"].get("namespace") == ns) \
-                            and self._selected(event.obj, query):
+                    if (
+                        event.resource == res
+                        and (ns is None or event.obj["metadata"].get("namespace") == ns)
+                        and self._selected(event.obj, query)
+                    ):
                         pending.append({"type": event.type, "object": copy.deepcopy(event.obj)})
                 cursor = len(self._events)
 
@@ -1215,12 +1493,23 @@ class KubeEmulator:
     def discovery(self, path: str) -> dict | None:
         if path == "/version":
             major, minor = self.kube_version.lstrip("v").split(".")[:2]
-            return {"major": major, "minor": minor, "gitVersion": self.kube_version, "gitCommit": "emulator",
-                    "gitTreeState": "clean", "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23",
-                    "compiler": "gc", "platform": "linux/amd64"}
+            return {
+                "major": major,
+                "minor": minor,
+                "gitVersion": self.kube_version,
+                "gitCommit": "emulator",
+                "gitTreeState": "clean",
+                "buildDate": "2025-01-01T00:00:00Z",
+                "goVersion": "go1.23",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            }
         if path == "/api":
-            return {"kind": "APIVersions", "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}]}
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.url[7:]}],
+            }
         groups: dict[str, list[str]] = {}
         for res in self.resources:
             if res.group:
@@ -1229,22 +1518,59 @@ class KubeEmulator:
                     versions.append(res.version)
         groups.setdefault("authorization.k8s.io", ["v1"])
         if path == "/apis":
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
-                for g, vs in sorted(groups.items())]}
-        gv = path[len("/api/"):] if path.startswith("/api/") else path[len("/apis/"):] if path.startswith("/apis/") else None
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                        "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                    }
+                    for g, vs in sorted(groups.items())
+                ],
+            }
+        gv = (
+            path[len("/api/") :]
+            if path.startswith("/api/")
+            else path[len("/apis/") :]
+            if path.startswith("/apis/")
+            else None
+        )
         if gv == "authorization.k8s.io/v1":
-            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": False,
-                 "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]}
+            return {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": gv,
+                "resources": [
+                    {
+                        "name": "selfsubjectaccessreviews",
+                        "singularName": "selfsubjectaccessreview",
+                        "namespaced": False,
+                        "kind": "SelfSubjectAccessReview",
+                        "verbs": ["create"],
+                    }
+                ],
+            }
         if gv and (gv == "v1" or gv.count("/") == 1):
             listed = [r for r in self.resources if r.group_version == gv]
             if not listed:
                 return None
-            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
-                {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced, "kind": r.kind,
-                 "verbs": VERBS} for r in listed]}
+            return {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": gv,
+                "resources": [
+                    {
+                        "name": r.plural,
+                        "singularName": r.kind.lower(),
+                        "namespaced": r.namespaced,
+                        "kind": r.kind,
+                        "verbs": VERBS,
+                    }
+                    for r in listed
+                ],
+            }
         return None
 
     def route(self, path: str) -> tuple[Resource, str | None, str | None, str | None] | None:
@@ -1342,8 +1668,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return decode_protobuf(body)
             return json.loads(body)
         except ValueError as err:
-            raise ApiError(415 if content_type.startswith(PROTOBUF) else 400, "BadRequest",
-                           f"cannot decode the {content_type or 'untyped'} body: {err}") from None
+            raise ApiError(
+                415 if content_type.startswith(PROTOBUF) else 400,
+                "BadRequest",
+                f"cannot decode the {content_type or 'untyped'} body: {err}",
+            ) from None
 
     def _handle(self) -> None:
         split = urlsplit(self.path)
@@ -1374,7 +1703,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._send(200, found)
             route = kube.route(path)
             if route is None:
-                raise ApiError(404, "NotFound", f"the server could not find the requested resource ({self.command} {path})")
+                raise ApiError(
+                    404, "NotFound", f"the server could not find the requested resource ({self.command} {path})"
+                )
             res, ns, name, sub = route
             fault = kube._fault_for(request, res, ns, name)
             if fault is not None:
@@ -1399,8 +1730,12 @@ class _Handler(BaseHTTPRequestHandler):
                 with kube._cond:
                     obj = copy.deepcopy(kube._store[res].get((ns, name)))
                 if obj is None:
-                    raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found',
-                                   {"name": name, "kind": res.plural, "group": res.group})
+                    raise ApiError(
+                        404,
+                        "NotFound",
+                        f'{res.plural} "{name}" not found',
+                        {"name": name, "kind": res.plural, "group": res.group},
+                    )
                 return self._send(200, obj)
             if self.command == "PUT":
                 return self._send(200, kube.replace(res, ns, name, self._decode(body), dry_run=dry_run))
@@ -1408,9 +1743,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, kube.patch(res, ns, name, content_type, body, query))
             if self.command == "DELETE":
                 obj = kube.delete(res, ns, name, dry_run=dry_run)
-                return self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                                        "details": {"name": name, "kind": res.plural, "group": res.group,
-                                                    "uid": obj["metadata"]["uid"]}})
+                return self._send(
+                    200,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": {
+                            "name": name,
+                            "kind": res.plural,
+                            "group": res.group,
+                            "uid": obj["metadata"]["uid"],
+                        },
+                    },
+                )
             raise ApiError(405, "MethodNotAllowed", f"{self.command} is not supported")
         except ApiError as err:
             self._send(err.code, err.status())
@@ -1430,8 +1777,11 @@ class _Handler(BaseHTTPRequestHandler):
         container = query.get("container")
         if container is None:
             if len(containers) > 1:
-                raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, choose one "
-                               f"of: [{' '.join(containers)}]")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]",
+                )
             container = containers[0] if containers else ""
         elif containers and container not in containers:
             raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
@@ -1439,7 +1789,9 @@ class _Handler(BaseHTTPRequestHandler):
         log = kube.container_log(ns, name, container, previous)
         if log is None:
             if previous:
-                raise ApiError(400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found')
+                raise ApiError(
+                    400, "BadRequest", f'previous terminated container "{container}" in pod "{name}" not found'
+                )
             log = ContainerLog()
         tail = int(query["tailLines"]) if query.get("tailLines") not in (None, "") else None
         limit = int(query["limitBytes"]) if query.get("limitBytes") not in (None, "") else None
@@ -1461,7 +1813,7 @@ class _Handler(BaseHTTPRequestHandler):
             nonlocal sent
             data = text.encode()
             if limit is not None:
-                data = data[:max(0, limit - sent)]
+                data = data[: max(0, limit - sent)]
             if data:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()

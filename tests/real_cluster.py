@@ -55,13 +55,21 @@ BUILD_SCRIPT = ROOT / "scripts" / "cluster.sh"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.96.0.0/16"
 # Scheduling capacity of a fake node besides the profile's GPUs and fabric devices (a large training host).
-NODE_BASE_CAPACITY = {"cpu": "192", "memory": "2000Gi", "ephemeral-storage": "10Ti", "pods": "110",
-                      "hugepages-2Mi": "64Gi", "hugepages-1Gi": "0"}
+NODE_BASE_CAPACITY = {
+    "cpu": "192",
+    "memory": "2000Gi",
+    "ephemeral-storage": "10Ti",
+    "pods": "110",
+    "hugepages-2Mi": "64Gi",
+    "hugepages-1Gi": "0",
+}
 # $1: an empty folder for the overlay's upper layer, $2 and $3: certificate and key; then the command.
-KUEUE_ETC_SCRIPT = ('mount -t tmpfs none "$1" && mkdir "$1/upper" "$1/work" '
-                    '&& mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc '
-                    '&& mkdir -p /etc/kueue/metrics/certs && cp "$2" /etc/kueue/metrics/certs/tls.crt '
-                    '&& cp "$3" /etc/kueue/metrics/certs/tls.key && shift 3 && exec "$@"')
+KUEUE_ETC_SCRIPT = (
+    'mount -t tmpfs none "$1" && mkdir "$1/upper" "$1/work" '
+    '&& mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc '
+    '&& mkdir -p /etc/kueue/metrics/certs && cp "$2" /etc/kueue/metrics/certs/tls.crt '
+    '&& cp "$3" /etc/kueue/metrics/certs/tls.key && shift 3 && exec "$@"'
+)
 ZONES = {"gke": ("us-central1", "us-central1-a"), "eks": ("us-west-2", "us-west-2a")}
 
 
@@ -97,8 +105,9 @@ def module_dir(module: str) -> Path:
     """Where the module cache holds `module` at the version tests/cluster/go.sum locks."""
     env = {**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"}
     go = shutil.which("go") or "/usr/local/go/bin/go"  # as scripts/cluster.sh finds it
-    proc = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", module], cwd=MODULE, env=env,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [go, "list", "-m", "-f", "{{.Dir}}", module], cwd=MODULE, env=env, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ClusterError(f"go list -m {module}: {proc.stderr.strip()}")
     return Path(proc.stdout.strip())
@@ -123,23 +132,45 @@ class Pki:
         from cryptography.hazmat.primitives.asymmetric import ec, rsa
         from cryptography.x509.oid import NameOID
 
-        self._x509, self._hashes, self._ser, self._ec, self._rsa, self._oid = x509, hashes, serialization, ec, rsa, NameOID
+        self._x509, self._hashes, self._ser, self._ec, self._rsa, self._oid = (
+            x509,
+            hashes,
+            serialization,
+            ec,
+            rsa,
+            NameOID,
+        )
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self._ca_key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "helm-nemo-test-ca")])
         now = datetime.datetime.now(datetime.UTC)
         self._ca_name = name
-        self._ca_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                         .public_key(self._ca_key.public_key()).serial_number(x509.random_serial_number())
-                         .not_valid_before(now - datetime.timedelta(hours=1))
-                         .not_valid_after(now + datetime.timedelta(days=2))
-                         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                         .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                      content_commitment=False, key_encipherment=False,
-                                                      data_encipherment=False, key_agreement=False,
-                                                      encipher_only=False, decipher_only=False), critical=True)
-                         .sign(self._ca_key, hashes.SHA256()))
+        self._ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self._ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self._ca_key, hashes.SHA256())
+        )
         self.ca_pem = self._ca_cert.public_bytes(serialization.Encoding.PEM)
         self.ca = self._write("ca.crt", self.ca_pem)
 
@@ -152,8 +183,16 @@ class Pki:
     def _key_pem(self, key) -> bytes:
         return key.private_bytes(self._ser.Encoding.PEM, self._ser.PrivateFormat.PKCS8, self._ser.NoEncryption())
 
-    def issue(self, name: str, common_name: str, *, organizations: tuple[str, ...] = (),
-              dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), client: bool = False) -> tuple[Path, Path]:
+    def issue(
+        self,
+        name: str,
+        common_name: str,
+        *,
+        organizations: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        client: bool = False,
+    ) -> tuple[Path, Path]:
         """A leaf certificate (serving when `dns`/`ips` are given, else client): (cert file, key file)."""
         import ipaddress
 
@@ -163,18 +202,25 @@ class Pki:
         attrs.append(x509.NameAttribute(oid.COMMON_NAME, common_name))
         now = datetime.datetime.now(datetime.UTC)
         usages = [x509.ExtendedKeyUsageOID.CLIENT_AUTH] if client else [x509.ExtendedKeyUsageOID.SERVER_AUTH]
-        builder = (x509.CertificateBuilder().subject_name(x509.Name(attrs)).issuer_name(self._ca_name)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(hours=1))
-                   .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(self._ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        )
         sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self._ca_key, self._hashes.SHA256())
-        return (self._write(f"{name}.crt", cert.public_bytes(self._ser.Encoding.PEM)),
-                self._write(f"{name}.key", self._key_pem(key)))
+        return (
+            self._write(f"{name}.crt", cert.public_bytes(self._ser.Encoding.PEM)),
+            self._write(f"{name}.key", self._key_pem(key)),
+        )
 
     def service_account_keys(self) -> tuple[Path, Path]:
         key = self._rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -198,8 +244,14 @@ class Process:
         self.name, self.args, self.log = name, args, log
         self._log_file = open(log, "ab")
         # Its own session: a Ctrl-C at the terminal reaches pytest, whose teardown stops it in order.
-        self.popen = subprocess.Popen(args, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      start_new_session=True, preexec_fn=_die_with_parent)
+        self.popen = subprocess.Popen(
+            args,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
 
     @property
     def pid(self) -> int:
@@ -240,7 +292,11 @@ def _merge(base: Any, patch: Any) -> Any:
         for key, value in patch.items():
             out[key] = _merge(base[key], value) if key in base else copy.deepcopy(value)
         return out
-    if (isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, dict) and "name" in x for x in base + patch)):
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+    ):
         out = [copy.deepcopy(x) for x in base]
         for item in patch:
             match = next((i for i, x in enumerate(out) if x["name"] == item["name"]), None)
@@ -307,7 +363,9 @@ def kustomize_component(folder: Path) -> list[dict]:
     for resource in kustomization.get("resources", []):
         docs.extend(_load_docs(folder / resource))
     for patch in kustomization.get("patches", []) or []:
-        body = yaml.safe_load(patch["patch"]) if "patch" in patch else yaml.safe_load((folder / patch["path"]).read_text())
+        body = (
+            yaml.safe_load(patch["patch"]) if "patch" in patch else yaml.safe_load((folder / patch["path"]).read_text())
+        )
         if isinstance(body, list):  # JSON 6902 with a target
             target = patch["target"]
             for i, doc in enumerate(docs):
@@ -396,11 +454,21 @@ class RealCluster:
     def _start(self) -> None:
         pki_dir = self.workdir / "pki"
         self.pki = pki = Pki(pki_dir)
-        api_cert, api_key = pki.issue("apiserver", "kube-apiserver", dns=("localhost", "kubernetes", "kubernetes.default",
-                                      "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"),
-                                      ips=("127.0.0.1", "10.96.0.1"))
-        self.admin_cert, self.admin_key = pki.issue("admin", "helm-nemo-admin", organizations=("system:masters",),
-                                                    client=True)
+        api_cert, api_key = pki.issue(
+            "apiserver",
+            "kube-apiserver",
+            dns=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            ips=("127.0.0.1", "10.96.0.1"),
+        )
+        self.admin_cert, self.admin_key = pki.issue(
+            "admin", "helm-nemo-admin", organizations=("system:masters",), client=True
+        )
         webhook_dir = pki_dir / "webhook"
         webhook_dir.mkdir()
         cert, key = pki.issue("webhook", "webhooks", dns=("localhost",), ips=("127.0.0.1",))
@@ -412,40 +480,66 @@ class RealCluster:
         # etcd
         etcd_port, peer_port = free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
-        self._run("etcd", [
-            "--name=etcd", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer_port}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-            f"--initial-cluster=etcd=http://127.0.0.1:{peer_port}", "--unsafe-no-fsync=true",
-            "--listen-metrics-urls=", "--log-level=warn"])
+        self._run(
+            "etcd",
+            [
+                "--name=etcd",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=etcd=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--listen-metrics-urls=",
+                "--log-level=warn",
+            ],
+        )
         self._wait("etcd", lambda: _http_ok(f"{etcd_url}/health"), 60)
 
         # kube-apiserver
         api_port = free_port()
         self.url = f"https://127.0.0.1:{api_port}"
-        self._run("kube-apiserver", [
-            f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1", f"--secure-port={api_port}",
-            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-            f"--tls-cert-file={api_cert}", f"--tls-private-key-file={api_key}", f"--client-ca-file={pki.ca}",
-            f"--kubelet-client-certificate={self.admin_cert}", f"--kubelet-client-key={self.admin_key}",
-            f"--kubelet-certificate-authority={pki.ca}", "--kubelet-preferred-address-types=InternalIP",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true", "--profiling=false",
-            "--v=1"])
+        self._run(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={api_cert}",
+                f"--tls-private-key-file={api_key}",
+                f"--client-ca-file={pki.ca}",
+                f"--kubelet-client-certificate={self.admin_cert}",
+                f"--kubelet-client-key={self.admin_key}",
+                f"--kubelet-certificate-authority={pki.ca}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
         self._write_kubeconfig()
         self._ssl = ssl.create_default_context(cafile=str(pki.ca))
         self._ssl.load_cert_chain(str(self.admin_cert), str(self.admin_key))
         self._wait("kube-apiserver", lambda: self._get_ok("/readyz"), 120)
 
         # CRDs and their controllers' webhook configurations, from the module cache.
-        jobset_dir, kueue_dir, kwok_dir = (module_dir(m) for m in ("sigs.k8s.io/jobset", "sigs.k8s.io/kueue",
-                                                                     "sigs.k8s.io/kwok"))
+        jobset_dir, kueue_dir, kwok_dir = (
+            module_dir(m) for m in ("sigs.k8s.io/jobset", "sigs.k8s.io/kueue", "sigs.k8s.io/kwok")
+        )
         jobset_port, kueue_port = free_port(), free_port()
         jobset_url, kueue_url = f"https://127.0.0.1:{jobset_port}", f"https://127.0.0.1:{kueue_port}"
-        crds = (point_at(kustomize_component(jobset_dir / "config/components/crd"), "jobset-", jobset_url, pki.ca_pem)
-                + point_at(kustomize_component(kueue_dir / "config/components/crd"), "kueue-", kueue_url, pki.ca_pem))
+        crds = point_at(
+            kustomize_component(jobset_dir / "config/components/crd"), "jobset-", jobset_url, pki.ca_pem
+        ) + point_at(kustomize_component(kueue_dir / "config/components/crd"), "kueue-", kueue_url, pki.ca_pem)
         for crd in crds:
             self.apply(crd)
         self._wait("CRDs established", lambda: all(self._established(c["metadata"]["name"]) for c in crds), 60)
@@ -454,46 +548,97 @@ class RealCluster:
 
         # kube-controller-manager and kube-scheduler
         cm_port, sched_port = free_port(), free_port()
-        self._run("kube-controller-manager", [
-            f"--kubeconfig={self.kubeconfig_path}", f"--authentication-kubeconfig={self.kubeconfig_path}",
-            f"--authorization-kubeconfig={self.kubeconfig_path}", "--bind-address=127.0.0.1",
-            f"--secure-port={cm_port}", "--leader-elect=false", f"--root-ca-file={pki.ca}",
-            f"--service-account-private-key-file={sa_key}", "--use-service-account-credentials=false",
-            f"--service-cluster-ip-range={SERVICE_CIDR}", "--controllers=*", "--v=1"])
-        self._run("kube-scheduler", [
-            f"--kubeconfig={self.kubeconfig_path}", f"--authentication-kubeconfig={self.kubeconfig_path}",
-            f"--authorization-kubeconfig={self.kubeconfig_path}", "--bind-address=127.0.0.1",
-            f"--secure-port={sched_port}", "--leader-elect=false", "--v=1"])
+        self._run(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--authentication-kubeconfig={self.kubeconfig_path}",
+                f"--authorization-kubeconfig={self.kubeconfig_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={cm_port}",
+                "--leader-elect=false",
+                f"--root-ca-file={pki.ca}",
+                f"--service-account-private-key-file={sa_key}",
+                "--use-service-account-credentials=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*",
+                "--v=1",
+            ],
+        )
+        self._run(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--authentication-kubeconfig={self.kubeconfig_path}",
+                f"--authorization-kubeconfig={self.kubeconfig_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={sched_port}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
 
         # JobSet and Kueue managers
         jobset_health, kueue_health = free_port(), free_port()
         webhook_certs = str(webhook_dir)
         jobset_config = self.workdir / "jobset.yaml"
-        jobset_config.write_text(yaml.safe_dump({
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
-            "webhook": {"port": jobset_port, "host": "127.0.0.1", "certDir": webhook_certs},
-            "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": f"127.0.0.1:{jobset_health}"},
-            "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False}}))
+        jobset_config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+                    "kind": "Configuration",
+                    "webhook": {"port": jobset_port, "host": "127.0.0.1", "certDir": webhook_certs},
+                    "metrics": {"bindAddress": "0"},
+                    "health": {"healthProbeBindAddress": f"127.0.0.1:{jobset_health}"},
+                    "leaderElection": {"leaderElect": False},
+                    "internalCertManagement": {"enable": False},
+                }
+            )
+        )
         self._run("jobset", [f"--config={jobset_config}", f"--kubeconfig={self.kubeconfig_path}"])
         kueue_config = self.workdir / "kueue.yaml"
-        kueue_config.write_text(yaml.safe_dump({
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",
-            "webhook": {"port": kueue_port, "host": "127.0.0.1", "certDir": webhook_certs},
-            "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": f"127.0.0.1:{kueue_health}"},
-            "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
-            "manageJobsWithoutQueueName": False,
-            # The visibility API server reads its certificate from /visibility (a fixed path at the root,
-            # which no overlay of /etc can provide): off, as in Kueue's own integration tests.
-            "featureGates": {"VisibilityOnDemand": False},
-            "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}}))
+        kueue_config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                    "kind": "Configuration",
+                    "namespace": "kueue-system",
+                    "webhook": {"port": kueue_port, "host": "127.0.0.1", "certDir": webhook_certs},
+                    "metrics": {"bindAddress": "0"},
+                    "health": {"healthProbeBindAddress": f"127.0.0.1:{kueue_health}"},
+                    "leaderElection": {"leaderElect": False},
+                    "internalCertManagement": {"enable": False},
+                    "manageJobsWithoutQueueName": False,
+                    # The visibility API server reads its certificate from /visibility (a fixed path at the root,
+                    # which no overlay of /etc can provide): off, as in Kueue's own integration tests.
+                    "featureGates": {"VisibilityOnDemand": False},
+                    "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+                }
+            )
+        )
         # Kueue without its internal certificate management reads the metrics server's certificate from
         # a fixed path, /etc/kueue/metrics/certs (its Deployment mounts a Secret there), even with the
         # metrics server off: it runs in a private mount namespace whose /etc is an overlay holding it.
         overlay = self.workdir / "kueue-etc"
         overlay.mkdir()
-        self._run("kueue", [f"--config={kueue_config}", f"--kubeconfig={self.kubeconfig_path}"],
-                  wrap=["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", KUEUE_ETC_SCRIPT, "sh",
-                        str(overlay), str(webhook_dir / "tls.crt"), str(webhook_dir / "tls.key")])
+        self._run(
+            "kueue",
+            [f"--config={kueue_config}", f"--kubeconfig={self.kubeconfig_path}"],
+            wrap=[
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                KUEUE_ETC_SCRIPT,
+                "sh",
+                str(overlay),
+                str(webhook_dir / "tls.crt"),
+                str(webhook_dir / "tls.key"),
+            ],
+        )
 
         # kwok: fake nodes and pod lifecycles, with its upstream stages.
         stages = []
@@ -507,21 +652,35 @@ class RealCluster:
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump_all(stages))
         kwok_port = free_port()
-        self._run("kwok", [
-            f"--kubeconfig={self.kubeconfig_path}", f"--config={kwok_config}", "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake", "--node-ip=127.0.0.1",
-            f"--node-port={kwok_port}", f"--server-address=127.0.0.1:{kwok_port}", "--cidr=10.244.0.1/16",
-            f"--tls-cert-file={kwok_cert}", f"--tls-private-key-file={kwok_key}", "--enable-crds=Logs,ClusterLogs"])
+        self._run(
+            "kwok",
+            [
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--config={kwok_config}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                "--node-ip=127.0.0.1",
+                f"--node-port={kwok_port}",
+                f"--server-address=127.0.0.1:{kwok_port}",
+                "--cidr=10.244.0.1/16",
+                f"--tls-cert-file={kwok_cert}",
+                f"--tls-private-key-file={kwok_key}",
+                "--enable-crds=Logs,ClusterLogs",
+            ],
+        )
 
         self._wait("kube-controller-manager", lambda: _https_ok(f"https://127.0.0.1:{cm_port}/healthz"), 120)
         self._wait("kube-scheduler", lambda: _https_ok(f"https://127.0.0.1:{sched_port}/healthz"), 120)
         self._wait("jobset", lambda: _http_ok(f"http://127.0.0.1:{jobset_health}/readyz"), 120)
         self._wait("kueue", lambda: _http_ok(f"http://127.0.0.1:{kueue_health}/readyz"), 120)
         # Only now that their servers answer: the webhook configurations (failurePolicy Fail).
-        for doc in (point_at(kustomize_component(jobset_dir / "config/components/webhook"), "jobset-", jobset_url, pki.ca_pem)
-                    + point_at(kustomize_component(kueue_dir / "config/components/webhook"), "kueue-", kueue_url, pki.ca_pem)):
+        for doc in point_at(
+            kustomize_component(jobset_dir / "config/components/webhook"), "jobset-", jobset_url, pki.ca_pem
+        ) + point_at(kustomize_component(kueue_dir / "config/components/webhook"), "kueue-", kueue_url, pki.ca_pem):
             self.apply(doc)
-        self._wait("service account controller", lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"), 60)
+        self._wait(
+            "service account controller", lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"), 60
+        )
         self._wait("kwok", lambda: _https_ok(f"https://127.0.0.1:{kwok_port}/healthz"), 60)
         # Every cluster has nodes without GPUs (GKE's default pool, an EKS system node group), where
         # controllers and services such as the resiliency supervisor run.
@@ -552,8 +711,9 @@ class RealCluster:
         while True:
             dead = [p for p in self.processes if not p.alive()]
             if dead:
-                raise ClusterError(f"{dead[0].name} exited ({dead[0].popen.returncode}) while waiting for {what}:\n"
-                                   f"{dead[0].tail()}")
+                raise ClusterError(
+                    f"{dead[0].name} exited ({dead[0].popen.returncode}) while waiting for {what}:\n{dead[0].tail()}"
+                )
             try:
                 if ready():
                     self.timings[what] = time.monotonic() - started
@@ -565,19 +725,36 @@ class RealCluster:
             time.sleep(0.25)
 
     def _write_kubeconfig(self) -> None:
-        self.kubeconfig_path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "helm-nemo-test",
-            "clusters": [{"name": "helm-nemo-test", "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca)}}],
-            "users": [{"name": "admin", "user": {"client-certificate": str(self.admin_cert),
-                                                  "client-key": str(self.admin_key)}}],
-            "contexts": [{"name": "helm-nemo-test", "context": {"cluster": "helm-nemo-test", "user": "admin"}}]}))
+        self.kubeconfig_path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "helm-nemo-test",
+                    "clusters": [
+                        {
+                            "name": "helm-nemo-test",
+                            "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca)},
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "admin",
+                            "user": {"client-certificate": str(self.admin_cert), "client-key": str(self.admin_key)},
+                        }
+                    ],
+                    "contexts": [{"name": "helm-nemo-test", "context": {"cluster": "helm-nemo-test", "user": "admin"}}],
+                }
+            )
+        )
         self.kubeconfig_path.chmod(0o600)
 
     # -- API ----------------------------------------------------------------------------------
 
-    def api(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-            timeout: float = 30) -> Any:
-        host, port = self.url[len("https://"):].split(":")
+    def api(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json", timeout: float = 30
+    ) -> Any:
+        host, port = self.url[len("https://") :].split(":")
         conn = http.client.HTTPSConnection(host, int(port), context=self._ssl, timeout=timeout)
         try:
             data = None
@@ -614,7 +791,10 @@ class RealCluster:
 
     def _established(self, name: str) -> bool:
         crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-        return any(c["type"] == "Established" and c["status"] == "True" for c in (crd.get("status") or {}).get("conditions") or [])
+        return any(
+            c["type"] == "Established" and c["status"] == "True"
+            for c in (crd.get("status") or {}).get("conditions") or []
+        )
 
     def path_of(self, obj: dict) -> str:
         """The REST path of an object (server-side discovery of a few built-in groups and the CRDs)."""
@@ -639,14 +819,18 @@ class RealCluster:
         raise ClusterError(f"no resource of kind {kind} in {group_version}")
 
     def _namespaced(self, group_version: str, kind: str) -> bool:
-        return next(r["namespaced"] for r in self._resources(group_version) if r["kind"] == kind and "/" not in r["name"])
+        return next(
+            r["namespaced"] for r in self._resources(group_version) if r["kind"] == kind and "/" not in r["name"]
+        )
 
     def apply(self, obj: dict, *, force: bool = True) -> dict:
         """Server-side apply as field manager helm-nemo-tests."""
         path = self.path_of(obj) + "?fieldManager=helm-nemo-tests" + ("&force=true" if force else "")
         return self.api("PATCH", path, json.dumps(obj), content_type="application/apply-patch+yaml")
 
-    def list_objects(self, group_version: str, plural: str, namespace: str | None = None, selector: str = "") -> list[dict]:
+    def list_objects(
+        self, group_version: str, plural: str, namespace: str | None = None, selector: str = ""
+    ) -> list[dict]:
         base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
         scope = f"/namespaces/{namespace}" if namespace else ""
         query = f"?labelSelector={quote(selector)}" if selector else ""
@@ -688,10 +872,17 @@ class RealCluster:
 
     def serve_logs(self, namespace: str, log_file: Path, *, follow: bool = False) -> None:
         """kwok answers `pods/log` of every pod in `namespace` with the content of `log_file` (a ClusterLogs)."""
-        self.apply({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
-                    "metadata": {"name": f"logs-{namespace}"},
-                    "spec": {"selector": {"matchNamespaces": [namespace]},
-                             "logs": [{"logsFile": str(log_file), "follow": follow}]}})
+        self.apply(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterLogs",
+                "metadata": {"name": f"logs-{namespace}"},
+                "spec": {
+                    "selector": {"matchNamespaces": [namespace]},
+                    "logs": [{"logsFile": str(log_file), "follow": follow}],
+                },
+            }
+        )
 
     def add_cpu_nodes(self, count: int) -> list[str]:
         """`count` more kwok nodes without GPUs or taints (a general-purpose pool), Ready when returned."""
@@ -701,13 +892,29 @@ class RealCluster:
             name = f"cpu-node-{len(names)}"
             capacity = {"cpu": "8", "memory": "32Gi", "ephemeral-storage": "100Gi", "pods": "110"}
             region, zone = ZONES["gke"]
-            self.api("POST", "/api/v1/nodes", {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "annotations": {KWOK_NODE_ANNOTATION: "fake"}, "labels": {
-                    "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                    "node.kubernetes.io/instance-type": "e2-standard-8", "cloud.google.com/gke-nodepool": "default-pool",
-                    "topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone, "type": "kwok"}},
-                "status": {"capacity": capacity, "allocatable": capacity}})
+            self.api(
+                "POST",
+                "/api/v1/nodes",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": name,
+                        "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                        "labels": {
+                            "kubernetes.io/hostname": name,
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "node.kubernetes.io/instance-type": "e2-standard-8",
+                            "cloud.google.com/gke-nodepool": "default-pool",
+                            "topology.kubernetes.io/region": region,
+                            "topology.kubernetes.io/zone": zone,
+                            "type": "kwok",
+                        },
+                    },
+                    "status": {"capacity": capacity, "allocatable": capacity},
+                },
+            )
             names.append(name)
             created.append(name)
         self.wait_for(f"{count} CPU nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
@@ -715,7 +922,9 @@ class RealCluster:
 
     def _node_ready(self, name: str) -> bool:
         node = self.get(f"/api/v1/nodes/{name}")
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in (node.get("status") or {}).get("conditions") or [])
+        return any(
+            c["type"] == "Ready" and c["status"] == "True" for c in (node.get("status") or {}).get("conditions") or []
+        )
 
 
 def node_object(profile: dict, name: str) -> dict:
@@ -727,10 +936,14 @@ def node_object(profile: dict, name: str) -> dict:
     region, zone = ZONES.get(cloud, ZONES["gke"])
     arch = profile.get("architecture", "amd64")
     labels = {
-        "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": arch,
-        "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": arch,
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": arch,
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": arch,
         "node.kubernetes.io/instance-type": profile["machineType"],
-        "topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone,
+        "topology.kubernetes.io/region": region,
+        "topology.kubernetes.io/zone": zone,
         "type": "kwok",
     }
     labels.update(profile.get("nodeLabels") or {})
@@ -747,12 +960,19 @@ def node_object(profile: dict, name: str) -> dict:
     if fabric.get("resource"):
         capacity[fabric["resource"]] = str(fabric.get("perNode", 1))
     return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE_ANNOTATION: "fake",
-                                                                      "node.alpha.kubernetes.io/ttl": "0"}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
         "spec": {"taints": taints},
-        "status": {"capacity": capacity, "allocatable": capacity,
-                   "nodeInfo": {"architecture": arch, "operatingSystem": "linux"}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "nodeInfo": {"architecture": arch, "operatingSystem": "linux"},
+        },
     }
 
 

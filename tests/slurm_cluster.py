@@ -29,14 +29,18 @@ CLIENTS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo", "sacct")
 
 
 def missing_binaries() -> list[str]:
-    found = {name: shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}")
-                                                 if os.access(p, os.X_OK)), None)
-             for name in DAEMONS + CLIENTS}
+    found = {
+        name: shutil.which(name)
+        or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None)
+        for name in DAEMONS + CLIENTS
+    }
     return [name for name, path in found.items() if not path]
 
 
 def binary(name: str) -> str:
-    return shutil.which(name) or (f"/usr/sbin/{name}" if os.access(f"/usr/sbin/{name}", os.X_OK) else f"/usr/bin/{name}")
+    return shutil.which(name) or (
+        f"/usr/sbin/{name}" if os.access(f"/usr/sbin/{name}", os.X_OK) else f"/usr/bin/{name}"
+    )
 
 
 def _die_with_parent() -> None:
@@ -81,10 +85,13 @@ class SlurmCluster:
         return env
 
     def run(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run([binary(args[0]), *args[1:]], env=env or self.env, capture_output=True, text=True,
-                              check=False, timeout=60)
+        proc = subprocess.run(
+            [binary(args[0]), *args[1:]], env=env or self.env, capture_output=True, text=True, check=False, timeout=60
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}\n{self.logs()}")
+            raise AssertionError(
+                f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}\n{self.logs()}"
+            )
         return proc
 
     def job(self, job_id: str) -> dict[str, str]:
@@ -98,7 +105,9 @@ class SlurmCluster:
             if info.get("JobState") in states:
                 return info
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} is {info.get('JobState')} after {timeout} s, not {states}\n{self.logs()}")
+                raise AssertionError(
+                    f"job {job_id} is {info.get('JobState')} after {timeout} s, not {states}\n{self.logs()}"
+                )
             time.sleep(0.2)
 
     def logs(self) -> str:
@@ -106,7 +115,9 @@ class SlurmCluster:
         for name in ("slurmctld.log", "slurmd.log"):
             path = self.folder / "log" / name
             if path.exists():
-                out.append(f"--- {name} (last lines)\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:]))
+                out.append(
+                    f"--- {name} (last lines)\n" + "\n".join(path.read_text(errors="replace").splitlines()[-15:])
+                )
         return "\n".join(out)
 
     def stop(self) -> None:
@@ -139,45 +150,49 @@ def write_config(folder: Path) -> tuple[Path, str]:
         (folder / sub).mkdir(parents=True, exist_ok=True)
     cpus = os.cpu_count() or 1
     conf = folder / "slurm.conf"
-    conf.write_text("\n".join([
-        "# helm-nemo test cluster (tests/slurm_cluster.py)",
-        "ClusterName=helmnemo",
-        f"SlurmctldHost={host}",
-        f"SlurmctldPort={ctld_port}",
-        f"SlurmdPort={slurmd_port}",
-        "AuthType=auth/munge",
-        "CredType=cred/munge",
-        f"AuthInfo=socket={folder / 'munge.socket'}",
-        "SlurmUser=root",
-        "SlurmdUser=root",
-        f"StateSaveLocation={folder / 'state'}",
-        f"SlurmdSpoolDir={folder / 'spool'}",
-        f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
-        f"SlurmdPidFile={folder / 'slurmd.pid'}",
-        f"SlurmctldLogFile={folder / 'log' / 'slurmctld.log'}",
-        f"SlurmdLogFile={folder / 'log' / 'slurmd.log'}",
-        "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
-        "SelectType=select/cons_tres",
-        "SelectTypeParameters=CR_Core",
-        "SchedulerType=sched/backfill",
-        "MpiDefault=none",
-        "AccountingStorageType=accounting_storage/none",
-        "JobAcctGatherType=jobacct_gather/none",
-        "JobCompType=jobcomp/none",
-        "ReturnToService=2",
-        "SlurmctldTimeout=30",
-        "SlurmdTimeout=30",
-        "MinJobAge=600",
-        "KillWait=5",
-        "GresTypes=gpu",
-        f"NodeName={host} CPUs={cpus} State=UNKNOWN",
-        f"NodeName=gpu[1-2] NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=96 RealMemory=1000000 Gres=gpu:8 State=UNKNOWN",
-        f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
-        "PartitionName=p4de Nodes=gpu[1-2] MaxTime=INFINITE State=UP",
-        "PartitionName=p5 Nodes=gpu[1-2] MaxTime=INFINITE State=UP",
-        "",
-    ]))
+    conf.write_text(
+        "\n".join(
+            [
+                "# helm-nemo test cluster (tests/slurm_cluster.py)",
+                "ClusterName=helmnemo",
+                f"SlurmctldHost={host}",
+                f"SlurmctldPort={ctld_port}",
+                f"SlurmdPort={slurmd_port}",
+                "AuthType=auth/munge",
+                "CredType=cred/munge",
+                f"AuthInfo=socket={folder / 'munge.socket'}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                f"StateSaveLocation={folder / 'state'}",
+                f"SlurmdSpoolDir={folder / 'spool'}",
+                f"SlurmctldPidFile={folder / 'slurmctld.pid'}",
+                f"SlurmdPidFile={folder / 'slurmd.pid'}",
+                f"SlurmctldLogFile={folder / 'log' / 'slurmctld.log'}",
+                f"SlurmdLogFile={folder / 'log' / 'slurmd.log'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core",
+                "SchedulerType=sched/backfill",
+                "MpiDefault=none",
+                "AccountingStorageType=accounting_storage/none",
+                "JobAcctGatherType=jobacct_gather/none",
+                "JobCompType=jobcomp/none",
+                "ReturnToService=2",
+                "SlurmctldTimeout=30",
+                "SlurmdTimeout=30",
+                "MinJobAge=600",
+                "KillWait=5",
+                "GresTypes=gpu",
+                f"NodeName={host} CPUs={cpus} State=UNKNOWN",
+                f"NodeName=gpu[1-2] NodeAddr=127.0.0.1 Port={slurmd_port} CPUs=96 RealMemory=1000000 Gres=gpu:8 State=UNKNOWN",
+                f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP",
+                "PartitionName=p4de Nodes=gpu[1-2] MaxTime=INFINITE State=UP",
+                "PartitionName=p5 Nodes=gpu[1-2] MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
+    )
     return conf, host
 
 
@@ -213,25 +228,45 @@ def start(folder: Path, timeout: float = 45) -> SlurmCluster:
     cluster = SlurmCluster(folder=folder, conf=conf, host=host)
     env = cluster.env
     commands = {
-        "munged": [binary("munged"), "--foreground", "--force", f"--key-file={key}",
-                   f"--socket={folder / 'munge.socket'}", f"--pid-file={folder / 'munged.pid'}",
-                   f"--log-file={folder / 'log' / 'munged.log'}", f"--seed-file={folder / 'munged.seed'}"],
+        "munged": [
+            binary("munged"),
+            "--foreground",
+            "--force",
+            f"--key-file={key}",
+            f"--socket={folder / 'munge.socket'}",
+            f"--pid-file={folder / 'munged.pid'}",
+            f"--log-file={folder / 'log' / 'munged.log'}",
+            f"--seed-file={folder / 'munged.seed'}",
+        ],
         "slurmctld": [binary("slurmctld"), "-D", "-i"],
         "slurmd": [binary("slurmd"), "-D"],
     }
     try:
         for name in DAEMONS:
             log = open(folder / "log" / f"{name}.out", "wb")
-            cluster.procs[name] = subprocess.Popen(commands[name], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            cluster.procs[name] = subprocess.Popen(
+                commands[name],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
             if name == "munged":
                 _wait(lambda: (folder / "munge.socket").exists(), timeout, cluster, "munged socket")
             if name == "slurmctld":
-                _wait(lambda: cluster.run("scontrol", "ping", check=False).returncode == 0, timeout, cluster, "slurmctld")
+                _wait(
+                    lambda: cluster.run("scontrol", "ping", check=False).returncode == 0, timeout, cluster, "slurmctld"
+                )
         # The real node idle, and the controller-only GPU nodes answered (see the module docstring).
         _wait(lambda: _states(cluster, "debug") == {"idle"}, timeout, cluster, "node idle")
         cluster.run("scontrol", "update", "NodeName=gpu[1-2]", "State=RESUME", check=False)
-        _wait(lambda: _states(cluster, "p4de") <= {"idle"} and _states(cluster, "p4de"), timeout, cluster, "gpu nodes idle")
+        _wait(
+            lambda: _states(cluster, "p4de") <= {"idle"} and _states(cluster, "p4de"),
+            timeout,
+            cluster,
+            "gpu nodes idle",
+        )
     except BaseException:
         cluster.stop()
         raise

@@ -65,8 +65,12 @@ def test_every_locked_version_has_a_changelog_entry():
     accelerators = {p.stem for p in (ROOT / "values/accelerators").glob("*.yaml")}
     lock = chart_versions.load_lock(ROOT)
     assert lock, "generator/versions.lock is empty"
-    missing = [f"{name} {version}" for name, versions in lock.items() for version in versions
-               if not chart_versions.released(name, version, entries, accelerators)]
+    missing = [
+        f"{name} {version}"
+        for name, versions in lock.items()
+        for version in versions
+        if not chart_versions.released(name, version, entries, accelerators)
+    ]
     assert missing == [], "add CHANGELOG.md entries (## <chart or kind> <version>)"
 
 
@@ -94,14 +98,18 @@ def test_a_locked_version_without_its_changelog_entry_fails_the_check(project):
     changelog = project / "CHANGELOG.md"
     changelog.write_text(changelog.read_text().replace("## gcs-fuse 1.0.0", "## (entry lost) 1.0.0"))
     problems = [p for p in generator.check(project) if p.startswith("release: ")]
-    assert problems == ["release: gcs-fuse 1.0.0 is in generator/versions.lock but CHANGELOG.md has no entry for it; "
-                        "add `## gcs-fuse 1.0.0` to CHANGELOG.md saying what it changed"]
+    assert problems == [
+        "release: gcs-fuse 1.0.0 is in generator/versions.lock but CHANGELOG.md has no entry for it; "
+        "add `## gcs-fuse 1.0.0` to CHANGELOG.md saying what it changed"
+    ]
     assert generate(project, "--check").exit_code == 1
 
 
 def test_an_announced_version_nothing_locks_fails_the_check(project):
     changelog = project / "CHANGELOG.md"
-    changelog.write_text(changelog.read_text().replace("## jobset ", "## jobset 9.9.9\n\nNot generated.\n\n## jobset ", 1))
+    changelog.write_text(
+        changelog.read_text().replace("## jobset ", "## jobset 9.9.9\n\nNot generated.\n\n## jobset ", 1)
+    )
     problems = [p for p in generator.check(project) if p.startswith("release: ")]
     assert len(problems) == 1 and problems[0].startswith("release: CHANGELOG.md announces jobset 9.9.9 but no chart")
     check = generate(project, "--check")
@@ -115,7 +123,8 @@ def test_an_announced_accelerator_chart_that_is_not_locked_fails_the_check(proje
     chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
     assert [p for p in generator.check(project) if "jobset-a4x-max" in p] == [
         f"version: jobset-a4x-max {JOBSET} (charts/a4x-max/jobset) has a CHANGELOG.md entry but is not in "
-        "generator/versions.lock; run `helm-nemo generate` to record it"]
+        "generator/versions.lock; run `helm-nemo generate` to record it"
+    ]
     assert generate(project).exit_code == 0
     assert "jobset-a4x-max" in chart_versions.load_lock(project)
 
@@ -125,7 +134,10 @@ def test_content_change_without_bump_fails_with_next_version(project):
     edit_jobset_source(project)
     result = generate(project)
     assert result.exit_code == 1
-    assert f"jobset-a3ultra {JOBSET} (charts/a3ultra/jobset): content changed but the version did not; use {bump(JOBSET)}" in result.output
+    assert (
+        f"jobset-a3ultra {JOBSET} (charts/a3ultra/jobset): content changed but the version did not; use {bump(JOBSET)}"
+        in result.output
+    )
     assert chart_versions.lock_path(project).read_bytes() == before, "a locked entry was rewritten"
     check = generate(project, "--check")
     assert check.exit_code == 1
@@ -142,7 +154,9 @@ def test_next_version_is_above_every_locked_one(project):
     chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
     edit_jobset_source(project)
     generator.write(project)
-    assert any(p.startswith(f"version: jobset-a4 {JOBSET}") and f"use {bump(JOBSET, 5)}" in p for p in generator.check(project))
+    assert any(
+        p.startswith(f"version: jobset-a4 {JOBSET}") and f"use {bump(JOBSET, 5)}" in p for p in generator.check(project)
+    )
 
 
 def test_new_version_with_changelog_entry_adds_lock_entries(project):
@@ -150,8 +164,11 @@ def test_new_version_with_changelog_entry_adds_lock_entries(project):
     edit_jobset_source(project)
     set_version(project, "jobset", bump(JOBSET))
     changelog = project / "CHANGELOG.md"
-    changelog.write_text(changelog.read_text().replace(
-        f"## jobset {JOBSET}", f"## jobset {bump(JOBSET)}\n\nA comment.\n\n## jobset {JOBSET}"))
+    changelog.write_text(
+        changelog.read_text().replace(
+            f"## jobset {JOBSET}", f"## jobset {bump(JOBSET)}\n\nA comment.\n\n## jobset {JOBSET}"
+        )
+    )
     result = generate(project)
     assert result.exit_code == 0, result.output
     assert f"locked jobset-a3ultra {bump(JOBSET)}" in result.output
@@ -161,8 +178,9 @@ def test_new_version_with_changelog_entry_adds_lock_entries(project):
     for name in jobsets:
         assert {v: d for v, d in after[name].items() if v != bump(JOBSET)} == before[name], "an existing entry changed"
         assert list(after[name])[-1] == bump(JOBSET)
-    assert {n: v for n, v in after.items() if not n.startswith("jobset-")} == \
-        {n: v for n, v in before.items() if not n.startswith("jobset-")}
+    assert {n: v for n, v in after.items() if not n.startswith("jobset-")} == {
+        n: v for n, v in before.items() if not n.startswith("jobset-")
+    }
     assert generate(project, "--check").exit_code == 0
 
 
@@ -182,7 +200,10 @@ def test_released_but_unlocked_version_fails_check(project):
     chart_versions.lock_path(project).write_text(chart_versions.lock_text(lock))
     result = generate(project, "--check")
     assert result.exit_code == 1
-    assert f"fsx-lustre {FSX} (charts/fsx-lustre) has a CHANGELOG.md entry but is not in generator/versions.lock" in result.output
+    assert (
+        f"fsx-lustre {FSX} (charts/fsx-lustre) has a CHANGELOG.md entry but is not in generator/versions.lock"
+        in result.output
+    )
 
 
 def test_generate_twice_is_stable(project):
@@ -202,9 +223,15 @@ def test_lock_is_no_input_of_the_charts(project):
     assert generator.check(project) == []
 
 
-@pytest.mark.parametrize("versions, expected", [
-    (["1.0.0"], "1.0.1"), (["1.0.0", "1.2.9", "1.10.0"], "1.10.1"), (["2.0.0-rc.1"], "2.0.0"), ([], "1.0.0"),
-])
+@pytest.mark.parametrize(
+    "versions, expected",
+    [
+        (["1.0.0"], "1.0.1"),
+        (["1.0.0", "1.2.9", "1.10.0"], "1.10.1"),
+        (["2.0.0-rc.1"], "2.0.0"),
+        ([], "1.0.0"),
+    ],
+)
 def test_next_patch(versions, expected):
     assert chart_versions.next_patch(versions) == expected
 

@@ -39,8 +39,9 @@ def env(helm, kube, tmp_path) -> dict[str, str]:
 
 
 def nemo(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -62,6 +63,7 @@ def copy_examples(tmp_path: Path) -> Path:
 
 # ---- against the emulator, both helms -----------------------------------------------------------------
 
+
 def test_release_not_installed_is_all_added(helm, kube, env):
     proc = nemo(["diff", "--values", str(RECIPE), *NS], env)
     assert proc.returncode == 1, proc.stderr
@@ -74,7 +76,9 @@ def test_release_not_installed_is_all_added(helm, kube, env):
     rendered = [d for d in yaml.safe_load_all(ok(nemo(["template", "--values", str(RECIPE), *NS], env)).stdout) if d]
     objects = [o for r in report["releases"] for o in r["objects"]]
     assert {o["change"] for o in objects} == {"added"} and len(objects) == len(rendered)
-    assert sorted((o["kind"], o["name"]) for o in objects) == sorted((d["kind"], d["metadata"]["name"]) for d in rendered)
+    assert sorted((o["kind"], o["name"]) for o in objects) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in rendered
+    )
     assert [r["installed"] for r in report["releases"]] == [False, False, False]
     assert not [r for r in kube.requests if r.method not in ("GET",)]  # diff only reads
 
@@ -95,10 +99,21 @@ def test_a_changed_value_is_exactly_that_field(helm, kube, env, tmp_path):
     changed = [(r["release"], o) for r in report["releases"] for o in r["objects"]]
     assert code == 1 and len(changed) == 1
     release, obj = changed[0]
-    assert (release, obj["kind"], obj["namespace"], obj["name"], obj["change"]) == \
-        ("llama31-405b", "JobSet", "ml-team", "llama31-405b", "changed")
-    assert obj["fields"] == [{"path": '.metadata.labels["kueue.x-k8s.io/queue-name"]', "change": "changed",
-                              "old": "queue-1", "new": "queue-2"}]
+    assert (release, obj["kind"], obj["namespace"], obj["name"], obj["change"]) == (
+        "llama31-405b",
+        "JobSet",
+        "ml-team",
+        "llama31-405b",
+        "changed",
+    )
+    assert obj["fields"] == [
+        {
+            "path": '.metadata.labels["kueue.x-k8s.io/queue-name"]',
+            "change": "changed",
+            "old": "queue-1",
+            "new": "queue-2",
+        }
+    ]
     assert obj["needsNewWorkload"] == []  # the JobSet's own labels change in place
 
     # A value in the file: NCCL_DEBUG WARN -> INFO is one env entry of the workload container.
@@ -138,9 +153,14 @@ def test_a_changed_launcher_script_is_a_unified_diff(helm, kube, env, tmp_path):
 
 def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
     values = tmp_path / "train.yaml"
-    values.write_text((EXAMPLES / "a4-llama31-405b.yaml").read_text().replace(
-        "      valueFrom:\n        secretKeyRef:\n          name: hf-token\n          key: token\n",
-        "      value: ${HUGGING_FACE_TOKEN}\n"))
+    values.write_text(
+        (EXAMPLES / "a4-llama31-405b.yaml")
+        .read_text()
+        .replace(
+            "      valueFrom:\n        secretKeyRef:\n          name: hf-token\n          key: token\n",
+            "      value: ${HUGGING_FACE_TOKEN}\n",
+        )
+    )
     shutil.copytree(EXAMPLES / "launchers", tmp_path / "launchers")
     first, second = "hf_FIRSTsecretVALUE123", "hf_SECONDsecretVALUE456"
     ok(nemo(["install", "--no-preflight", "--values", str(values), *NS], {**env, "HUGGING_FACE_TOKEN": first}))
@@ -149,7 +169,9 @@ def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
         assert proc.returncode == 1, proc.stderr
         assert first not in proc.stdout + proc.stderr and second not in proc.stdout + proc.stderr
         assert MASK in proc.stdout
-    proc = nemo(["diff", "--values", str(values), *NS, "-o", "json", "--show-secrets"], {**env, "HUGGING_FACE_TOKEN": second})
+    proc = nemo(
+        ["diff", "--values", str(values), *NS, "-o", "json", "--show-secrets"], {**env, "HUGGING_FACE_TOKEN": second}
+    )
     (field,) = [f for r in json.loads(proc.stdout)["releases"] for o in r["objects"] for f in o["fields"]]
     assert (field["old"], field["new"]) == (first, second)
     assert field["path"].endswith(".env[HF_TOKEN].value")
@@ -157,24 +179,31 @@ def test_secrets_from_the_environment_are_masked(helm, kube, env, tmp_path):
 
 def test_a_failing_cluster_call_is_exit_2_with_one_message(helm, kube, env):
     ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
-    fault = kube.fail_next("GET", "Secret", namespace="ml-team", status=500, message="etcdserver: request timed out",
-                           times=5)
+    fault = kube.fail_next(
+        "GET", "Secret", namespace="ml-team", status=500, message="etcdserver: request timed out", times=5
+    )
     proc = nemo(["diff", "--values", str(RECIPE), *NS], env)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == ("helm nemo diff: cannot read release llama31-405b-supervisor from the cluster (helm get "
-                           "manifest, exit 1): query: failed to query with labels: etcdserver: request timed out\n")
+    assert proc.stderr == (
+        "helm nemo diff: cannot read release llama31-405b-supervisor from the cluster (helm get "
+        "manifest, exit 1): query: failed to query with labels: etcdserver: request timed out\n"
+    )
     assert fault.fired
     kube.stop()
     proc = nemo(["diff", "--values", str(RECIPE), *NS, "-o", "json"], env)
     assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
-    assert re.match(r"helm nemo diff: cannot read release llama31-405b-supervisor .*: [Kk]ubernetes cluster unreachable",
-                    proc.stderr)
+    assert re.match(
+        r"helm nemo diff: cannot read release llama31-405b-supervisor .*: [Kk]ubernetes cluster unreachable",
+        proc.stderr,
+    )
 
 
 def test_upgrade_diff_prints_the_diff_then_upgrades_keeping_the_job_timestamp(helm, kube, env):
     ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), *NS], env))
     stamp = _job_timestamp(kube)
-    proc = ok(nemo(["upgrade", "--no-preflight", "--values", str(RECIPE), *NS, "--diff"], {**env, "KUEUE_NAME": "queue-2"}))
+    proc = ok(
+        nemo(["upgrade", "--no-preflight", "--values", str(RECIPE), *NS, "--diff"], {**env, "KUEUE_NAME": "queue-2"})
+    )
     assert proc.stdout.startswith("release llama31-405b in ml-team")
     assert '"queue-1" → "queue-2"' in proc.stdout.split("\n\n")[0]
     assert "[3/3] upgrade llama31-405b" in proc.stderr
@@ -205,6 +234,7 @@ def test_bad_values_are_exit_2_before_any_cluster_call(helm, kube, env, tmp_path
 
 # ---- the comparison and its display (no helm) -------------------------------------------------------------
 
+
 def _doc(kind="ConfigMap", name="c", api="v1", namespace="ns", **rest) -> dict:
     return {"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": namespace}, **rest}
 
@@ -217,8 +247,12 @@ def test_identity_is_api_version_kind_namespace_name():
     old = _dump(_doc("Deployment", "d", "apps/v1beta1"), _doc(namespace="a"))
     new = _dump(_doc("Deployment", "d", "apps/v1"), _doc(namespace="b"))
     changes = [(str(d.id), d.change) for d in diff_manifests(old, new)]
-    assert changes == [("apps/v1 Deployment ns/d", "added"), ("v1 ConfigMap b/c", "added"),
-                       ("apps/v1beta1 Deployment ns/d", "removed"), ("v1 ConfigMap a/c", "removed")]
+    assert changes == [
+        ("apps/v1 Deployment ns/d", "added"),
+        ("v1 ConfigMap b/c", "added"),
+        ("apps/v1beta1 Deployment ns/d", "removed"),
+        ("v1 ConfigMap a/c", "removed"),
+    ]
 
 
 def test_hooks_and_empty_manifests():
@@ -230,14 +264,26 @@ def test_hooks_and_empty_manifests():
 
 
 def test_field_paths_and_values():
-    old = _doc(data={"a.b/c": "1", "plain": "x", "gone": "y"},
-               spec={"containers": [{"name": "w", "image": "i:1", "env": [{"name": "E", "value": "1"}]}]})
-    new = _doc(data={"a.b/c": "2", "plain": "x", "new": {"k": [1, 2]}},
-               spec={"containers": [{"name": "w", "image": "i:2", "env": [{"name": "E", "value": "1"}, {"name": "F", "value": "2"}]}]})
+    old = _doc(
+        data={"a.b/c": "1", "plain": "x", "gone": "y"},
+        spec={"containers": [{"name": "w", "image": "i:1", "env": [{"name": "E", "value": "1"}]}]},
+    )
+    new = _doc(
+        data={"a.b/c": "2", "plain": "x", "new": {"k": [1, 2]}},
+        spec={
+            "containers": [
+                {"name": "w", "image": "i:2", "env": [{"name": "E", "value": "1"}, {"name": "F", "value": "2"}]}
+            ]
+        },
+    )
     (obj,) = diff_manifests(_dump(old), _dump(new))
     assert [(f.path, f.change) for f in obj.fields] == [
-        ('.data["a.b/c"]', "changed"), (".data.gone", "removed"), (".data.new", "added"),
-        (".spec.containers[w].image", "changed"), (".spec.containers[w].env[F]", "added")]
+        ('.data["a.b/c"]', "changed"),
+        (".data.gone", "removed"),
+        (".data.new", "added"),
+        (".spec.containers[w].image", "changed"),
+        (".spec.containers[w].env[F]", "added"),
+    ]
     text = render_text([ReleaseDiff("r", "chart", "ns", True, [obj])], Masker())
     assert text.splitlines() == [
         "release r in ns (chart): 1 changed",
@@ -255,8 +301,9 @@ def test_colours_only_when_asked():
     releases = [ReleaseDiff("r", "chart", None, True, [obj])]
     assert not ANSI.search(render_text(releases, Masker(), color=False))
     coloured = render_text(releases, Masker(), color=True)
-    assert ANSI.search(coloured) and ANSI.sub("", re.sub(r"\x1b\[[0-9;]*m", "", coloured)) == \
-        render_text(releases, Masker(), color=False)
+    assert ANSI.search(coloured) and ANSI.sub("", re.sub(r"\x1b\[[0-9;]*m", "", coloured)) == render_text(
+        releases, Masker(), color=False
+    )
 
 
 def test_masking_values_base64_and_rotated_secrets():
@@ -277,11 +324,38 @@ def test_masking_values_base64_and_rotated_secrets():
 
 
 def test_flags_for_helm_get_and_for_the_render():
-    extra = ["--namespace", "ns", "--wait", "--kube-context=c", "--timeout", "5m", "--kubeconfig", "/k", "--debug",
-             "--set", "a=b", "--history-max", "3", "--reuse-values", "--atomic"]
+    extra = [
+        "--namespace",
+        "ns",
+        "--wait",
+        "--kube-context=c",
+        "--timeout",
+        "5m",
+        "--kubeconfig",
+        "/k",
+        "--debug",
+        "--set",
+        "a=b",
+        "--history-max",
+        "3",
+        "--reuse-values",
+        "--atomic",
+    ]
     assert global_flags(extra) == ["--namespace", "ns", "--kube-context=c", "--kubeconfig", "/k", "--debug"]
-    assert template_flags(extra) == ["--namespace", "ns", "--wait", "--kube-context=c", "--timeout", "5m", "--kubeconfig",
-                                     "/k", "--debug", "--set", "a=b", "--atomic"]
+    assert template_flags(extra) == [
+        "--namespace",
+        "ns",
+        "--wait",
+        "--kube-context=c",
+        "--timeout",
+        "5m",
+        "--kubeconfig",
+        "/k",
+        "--debug",
+        "--set",
+        "a=b",
+        "--atomic",
+    ]
 
 
 def test_object_id_text():
@@ -301,7 +375,9 @@ def test_diff_is_in_the_help():
 
 def test_a_schema_error_does_not_print_a_secret(tmp_path, monkeypatch):
     values = tmp_path / "train.yaml"
-    values.write_text('accelerator: a4\nchart: jobset\nrelease: r\nworkload:\n  gpus: 8\n  image: "${REGISTRY_TOKEN} x"\n')
+    values.write_text(
+        'accelerator: a4\nchart: jobset\nrelease: r\nworkload:\n  gpus: 8\n  image: "${REGISTRY_TOKEN} x"\n'
+    )
     monkeypatch.setenv("REGISTRY_TOKEN", "tok-EXAMPLE-1234")
     from click.testing import CliRunner
 

@@ -45,8 +45,10 @@ def signing_key(tmp_path_factory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("gnupg")
     home.chmod(0o700)
     env = {**os.environ, "GNUPGHOME": str(home)}
-    params = ("%no-protection\nKey-Type: RSA\nKey-Length: 2048\nName-Real: helm-nemo release test\n"
-              "Name-Email: release@helm-nemo.invalid\nExpire-Date: 0\n%commit\n")
+    params = (
+        "%no-protection\nKey-Type: RSA\nKey-Length: 2048\nName-Real: helm-nemo release test\n"
+        "Name-Email: release@helm-nemo.invalid\nExpire-Date: 0\n%commit\n"
+    )
     subprocess.run(["gpg", "--batch", "--gen-key"], input=params.encode(), env=env, check=True, capture_output=True)
     pubring = home / "pubring.gpg"
     pubring.write_bytes(subprocess.run(["gpg", "--export"], env=env, check=True, capture_output=True).stdout)
@@ -56,9 +58,13 @@ def signing_key(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory, signing_key) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "dist.py"), "--outdir", str(out),
-                           "--sign", signing_key["key"]], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "GNUPGHOME": signing_key["GNUPGHOME"]})
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "dist.py"), "--outdir", str(out), "--sign", signing_key["key"]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "GNUPGHOME": signing_key["GNUPGHOME"]},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return out
 
@@ -72,10 +78,17 @@ def _version() -> str:
 def _clean_env(home: Path, **extra: str) -> dict[str, str]:
     """A user's shell: system PATH (no project venv), fresh HOME, no helm or project variables, no index."""
     python_dir = str(Path(_python311()).parent)
-    env = {"PATH": f"{python_dir}:{SYSTEM_PATH}", "HOME": str(home), "LANG": "C.UTF-8",
-           "PIP_INDEX_URL": CLOSED_INDEX, "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", **EXAMPLE_ENV,
-           # the goldens' clock (tests/conftest.py): helm nemo template stamps the run's time from it
-           "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"]}
+    env = {
+        "PATH": f"{python_dir}:{SYSTEM_PATH}",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PIP_INDEX_URL": CLOSED_INDEX,
+        "PIP_RETRIES": "0",
+        "PIP_TIMEOUT": "2",
+        **EXAMPLE_ENV,
+        # the goldens' clock (tests/conftest.py): helm nemo template stamps the run's time from it
+        "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"],
+    }
     env.update(extra)
     return env
 
@@ -94,8 +107,12 @@ def _snapshot(*folders: Path) -> set[str]:
 def test_versions_agree_everywhere(dist):
     version = _version()
     names = sorted(p.name for p in dist.iterdir())
-    assert names == [f"helm-nemo-{version}.tgz", f"helm-nemo-{version}.tgz.prov", f"helm_nemo-{version}-py3-none-any.whl",
-                     f"helm_nemo-{version}.tar.gz"]
+    assert names == [
+        f"helm-nemo-{version}.tgz",
+        f"helm-nemo-{version}.tgz.prov",
+        f"helm_nemo-{version}-py3-none-any.whl",
+        f"helm_nemo-{version}.tar.gz",
+    ]
     plugin = (ROOT / "plugin.yaml").read_text()
     assert re.search(rf'^version: "{re.escape(version)}"$', plugin, re.M)
     with zipfile.ZipFile(dist / f"helm_nemo-{version}-py3-none-any.whl") as wheel:
@@ -109,11 +126,12 @@ def test_versions_agree_everywhere(dist):
 def test_wheel_carries_the_repository_data_byte_for_byte(dist):
     from helm_nemo.resources import DATA_ITEMS
 
-    tracked = subprocess.run(["git", "ls-files", *DATA_ITEMS], capture_output=True, text=True, cwd=ROOT,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files", *DATA_ITEMS], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
     assert len(tracked) > 200
     with zipfile.ZipFile(dist / f"helm_nemo-{_version()}-py3-none-any.whl") as wheel:
-        shipped = {n[len("helm_nemo/data/"):]: n for n in wheel.namelist() if n.startswith("helm_nemo/data/")}
+        shipped = {n[len("helm_nemo/data/") :]: n for n in wheel.namelist() if n.startswith("helm_nemo/data/")}
         assert sorted(shipped) == sorted(tracked)
         for rel in tracked:
             assert wheel.read(shipped[rel]) == (ROOT / rel).read_bytes(), rel
@@ -147,7 +165,8 @@ def test_plugin_tarball_bundles_exactly_the_locked_versions(dist):
                 bundled[canonical(name)] = (version, digest)
     assert bundled.pop("helm-nemo")[0] == _version()
     assert {name: version for name, (version, _) in bundled.items()} == {
-        name: entry.version for name, entry in locked.items() if entry.applies()}
+        name: entry.version for name, entry in locked.items() if entry.applies()
+    }
     for name, (_, digest) in bundled.items():
         if name != "kubernetes-validate":  # trimmed: next test
             assert digest in locked[name].hashes, f"{name}: the bundled wheel's sha256 is not one the lock allows"
@@ -174,12 +193,20 @@ def test_bundled_kubernetes_validate_is_the_locked_one_without_unused_schemas(di
             digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
             assert record[name] == f"sha256={digest}", name
     folders = {name.split("/")[2] for name in files if name.startswith("kubernetes_validate/kubernetes-json-schema/")}
-    floors = {re.search(r'^kubeVersion: ">=(\d+\.\d+)', p.read_text(), re.M).group(1)
-              for p in (ROOT / "charts").rglob("Chart.yaml")}
+    floors = {
+        re.search(r'^kubeVersion: ">=(\d+\.\d+)', p.read_text(), re.M).group(1)
+        for p in (ROOT / "charts").rglob("Chart.yaml")
+    }
     assert floors == {"1.29"}
     installed = metadata.distribution("kubernetes-validate")
-    shipped = {str(f).split("/")[2] for f in installed.files if str(f).startswith("kubernetes_validate/kubernetes-json-schema/")}
-    assert folders == {f for f in shipped if f.endswith("-local-strict") and tuple(map(int, f[1:].split(".")[:2])) >= (1, 29)}
+    shipped = {
+        str(f).split("/")[2]
+        for f in installed.files
+        if str(f).startswith("kubernetes_validate/kubernetes-json-schema/")
+    }
+    assert folders == {
+        f for f in shipped if f.endswith("-local-strict") and tuple(map(int, f[1:].split(".")[:2])) >= (1, 29)
+    }
     assert "v1.29.0-local-strict" in folders and "v1.28.0-local-strict" not in folders
     for name, content in files.items():
         if name != record_name:
@@ -196,9 +223,23 @@ def test_wheel_in_a_fresh_venv_works_from_any_directory(dist, tmp_path, helm4):
     with tarfile.open(dist / f"helm-nemo-{_version()}.tgz") as tar:
         tar.extractall(tmp_path / "plugin", filter="data")
     env = _clean_env(tmp_path / "home", HELM_BIN=str(helm4.binary))
-    pip = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--no-cache-dir", "--no-index",
-                          "--find-links", str(tmp_path / "plugin/wheels"), str(dist / f"helm_nemo-{_version()}-py3-none-any.whl")],
-                         env=env, capture_output=True, text=True)
+    pip = subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-cache-dir",
+            "--no-index",
+            "--find-links",
+            str(tmp_path / "plugin/wheels"),
+            str(dist / f"helm_nemo-{_version()}-py3-none-any.whl"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert pip.returncode == 0, pip.stderr
     cwd = _user_cwd(tmp_path)
     cli = str(venv / "bin/helm-nemo")
@@ -215,16 +256,22 @@ def test_wheel_in_a_fresh_venv_works_from_any_directory(dist, tmp_path, helm4):
         linted = run("lint", "--values", f"{example}.yaml")
         assert linted.returncode == 0 and "ok: release" in linted.stdout, linted.stdout + linted.stderr
     # the charts, schemas and profiles used are the installed package's own
-    site = subprocess.run([str(venv / "bin/python"), "-c", "from helm_nemo import resources; print(resources.charts_dir())"],
-                          env=env, capture_output=True, text=True, cwd=cwd).stdout.strip()
+    site = subprocess.run(
+        [str(venv / "bin/python"), "-c", "from helm_nemo import resources; print(resources.charts_dir())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    ).stdout.strip()
     assert site.startswith(str(venv)) and "site-packages/helm_nemo/data/charts" in site
     # generate never writes into site-packages; with --output it writes where the user says
     refused = run("generate")
     assert refused.returncode == 2 and "--output DIR" in refused.stderr and "Traceback" not in refused.stderr
     written = run("generate", "--output", str(tmp_path / "charts"))
     assert written.returncode == 0, written.stderr
-    assert (tmp_path / "charts/a3ultra/jobset/values.schema.json").read_bytes() == \
-        (ROOT / "charts/a3ultra/jobset/values.schema.json").read_bytes()
+    assert (tmp_path / "charts/a3ultra/jobset/values.schema.json").read_bytes() == (
+        ROOT / "charts/a3ultra/jobset/values.schema.json"
+    ).read_bytes()
 
 
 class _TarballServer(http.server.SimpleHTTPRequestHandler):
@@ -246,15 +293,19 @@ def tarball_url(dist):
 
 
 def _helm_homes(tmp_path: Path) -> dict[str, str]:
-    return {name: str(tmp_path / "helm" / name.lower()) for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")}
+    return {
+        name: str(tmp_path / "helm" / name.lower())
+        for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME")
+    }
 
 
 def _install_and_use(helm, source: str, tmp_path: Path, pubring: str) -> tuple[dict, subprocess.CompletedProcess]:
     homes = _helm_homes(tmp_path)
     env = _clean_env(tmp_path / "home", **homes)
     verify = ["--keyring", pubring] if helm.name == "helm4" else []  # Helm 4 checks <url>.prov; Helm 3 ignores it
-    installed = subprocess.run([str(helm.binary), "plugin", "install", source, *verify], env=env, capture_output=True,
-                               text=True, cwd=tmp_path)
+    installed = subprocess.run(
+        [str(helm.binary), "plugin", "install", source, *verify], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "Installed plugin: nemo" in installed.stdout + installed.stderr
     return env, installed
@@ -274,17 +325,31 @@ def test_plugin_tarball_over_http_installs_and_runs_offline(major, request, tarb
     bare = subprocess.run([str(helm.binary), "nemo"], env=env, capture_output=True, text=True, cwd=cwd)
     assert bare.returncode == 0 and bare.stdout.startswith("Usage: helm nemo ")
     for example in (EXAMPLE, PLAIN_VALUES):
-        rendered = subprocess.run([str(helm.binary), "nemo", "template", "--values", f"{example}.yaml",
-                                   "--namespace", "ml-team", *PINNED], env=env, capture_output=True, text=True, cwd=cwd)
+        rendered = subprocess.run(
+            [str(helm.binary), "nemo", "template", "--values", f"{example}.yaml", "--namespace", "ml-team", *PINNED],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+        )
         assert rendered.returncode == 0, rendered.stderr
         assert rendered.stdout == _golden(example)
-    linted = subprocess.run([str(helm.binary), "nemo", "lint", "--values", f"{EXAMPLE}.yaml"], env=env,
-                            capture_output=True, text=True, cwd=cwd)
+    linted = subprocess.run(
+        [str(helm.binary), "nemo", "lint", "--values", f"{EXAMPLE}.yaml"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
     assert linted.returncode == 0 and linted.stdout.count("ok: release") == 3, linted.stdout + linted.stderr
     # a second install hook run (helm plugin update) is idempotent and quick
     plugin_dir = next(Path(env["HELM_DATA_HOME"]).glob("plugins/*/plugin.yaml")).parent
-    again = subprocess.run(["sh", str(plugin_dir / "bin/install-hook.sh")], env={**env, "HELM_PLUGIN_DIR": str(plugin_dir)},
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        ["sh", str(plugin_dir / "bin/install-hook.sh")],
+        env={**env, "HELM_PLUGIN_DIR": str(plugin_dir)},
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0 and "is ready" in again.stderr
     # uninstall leaves no plugin file behind, and nothing was written outside the helm homes and the cwd
     removed = subprocess.run([str(helm.binary), "plugin", "uninstall", "nemo"], env=env, capture_output=True, text=True)
@@ -306,14 +371,22 @@ def test_helm4_refuses_a_tampered_tarball_and_an_unknown_signer(dist, tmp_path, 
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/{name}"
         env = _clean_env(tmp_path / "home", **_helm_homes(tmp_path))
-        tampered = subprocess.run([str(helm4.binary), "plugin", "install", url, "--keyring", signing_key["pubring"]],
-                                  env=env, capture_output=True, text=True)
+        tampered = subprocess.run(
+            [str(helm4.binary), "plugin", "install", url, "--keyring", signing_key["pubring"]],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert tampered.returncode != 0 and "sha256 sum does not match" in tampered.stderr, tampered.stderr
         shutil.copy(dist / name, served / name)
         stranger = tmp_path / "empty.gpg"
         stranger.write_bytes(b"")
-        unknown = subprocess.run([str(helm4.binary), "plugin", "install", url, "--keyring", str(stranger)],
-                                 env=env, capture_output=True, text=True)
+        unknown = subprocess.run(
+            [str(helm4.binary), "plugin", "install", url, "--keyring", str(stranger)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert unknown.returncode != 0 and "verification failed" in unknown.stderr, unknown.stderr
         assert not list(Path(env["HELM_DATA_HOME"]).glob("plugins/*/plugin.yaml"))
     finally:
@@ -331,13 +404,19 @@ def test_plugin_from_a_directory_on_both_helms(dist, tmp_path, helm3, helm4):
     for helm in (helm3, helm4):
         homes = tmp_path / helm.name
         env = _clean_env(tmp_path / "home", **{k: str(homes / k.lower()) for k in _helm_homes(tmp_path)})
-        installed = subprocess.run([str(helm.binary), "plugin", "install", str(source)], env=env, capture_output=True,
-                                   text=True, cwd=cwd)
+        installed = subprocess.run(
+            [str(helm.binary), "plugin", "install", str(source)], env=env, capture_output=True, text=True, cwd=cwd
+        )
         assert installed.returncode == 0, installed.stdout + installed.stderr
         listed = subprocess.run([str(helm.binary), "plugin", "list"], env=env, capture_output=True, text=True).stdout
         assert re.search(r"^nemo\s+" + re.escape(_version()), listed, re.M), listed
-        rendered = subprocess.run([str(helm.binary), "nemo", "template", "--values", f"{EXAMPLE}.yaml",
-                                   "--namespace", "ml-team", *PINNED], env=env, capture_output=True, text=True, cwd=cwd)
+        rendered = subprocess.run(
+            [str(helm.binary), "nemo", "template", "--values", f"{EXAMPLE}.yaml", "--namespace", "ml-team", *PINNED],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+        )
         assert rendered.returncode == 0, rendered.stderr
         outputs.append(rendered.stdout)
     assert outputs == [_golden(EXAMPLE)] * 2
@@ -391,9 +470,15 @@ def test_unreachable_package_index_is_one_clear_message(dist, tmp_path):
     what to do, and no half-built environment is left."""
     plugin = _plugin_dir(dist, tmp_path, wheels=False)
     env = _clean_env(tmp_path, HELM_PLUGIN_DIR=str(plugin))
-    proc = subprocess.run(["sh", str(plugin / "bin/install-hook.sh")], env=env, capture_output=True, text=True, timeout=120)
-    _assert_one_clear_message(proc, f"could not install helm-nemo=={_version()} from the package index",
-                              "PIP_INDEX_URL", f"helm-nemo-{_version()}.tgz")
+    proc = subprocess.run(
+        ["sh", str(plugin / "bin/install-hook.sh")], env=env, capture_output=True, text=True, timeout=120
+    )
+    _assert_one_clear_message(
+        proc,
+        f"could not install helm-nemo=={_version()} from the package index",
+        "PIP_INDEX_URL",
+        f"helm-nemo-{_version()}.tgz",
+    )
     assert sorted(p.name for p in plugin.iterdir()) == ["NOTICE", "bin", "completion.yaml", "plugin.yaml"]
 
 
@@ -408,8 +493,9 @@ def test_deleted_venv_is_rebuilt_from_the_bundled_wheels_or_one_clear_message(di
     # without the wheels and without an index, the launcher says so once and exits 2
     shutil.rmtree(plugin / "venv")
     shutil.rmtree(plugin / "wheels")
-    broken = subprocess.run(["sh", str(plugin / "bin/nemo.sh"), "version"], env=env, capture_output=True, text=True,
-                            timeout=120)
+    broken = subprocess.run(
+        ["sh", str(plugin / "bin/nemo.sh"), "version"], env=env, capture_output=True, text=True, timeout=120
+    )
     _assert_one_clear_message(broken, "no Python environment found", "helm-nemo-VERSION.tgz")
 
 

@@ -34,15 +34,29 @@ def fake(tmp_path):
     helm.write_text(FAKE)
     helm.chmod(0o755)
     log = tmp_path / "helm.log"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "HELM_BIN": str(helm),
-           "FAKE_LOG": str(log), "GCS_BUCKET": "early-bucket", "KUEUE_NAME": "q", "PROJECT_ID": "early-project",
-           "SOURCE_DATE_EPOCH": "1700000000", "HELM_NEMO_CACHE_DIR": ""}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "HELM_BIN": str(helm),
+        "FAKE_LOG": str(log),
+        "GCS_BUCKET": "early-bucket",
+        "KUEUE_NAME": "q",
+        "PROJECT_ID": "early-project",
+        "SOURCE_DATE_EPOCH": "1700000000",
+        "HELM_NEMO_CACHE_DIR": "",
+    }
     return helm, log, env
 
 
 def cli(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "helm-nemo"), *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "helm-nemo"), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def entries(log: Path) -> list[list[str]]:
@@ -80,8 +94,11 @@ def test_invalid_values_helm_started_early_never_reads_them_and_is_gone(fake, tm
 def test_valid_values_go_to_the_helm_started_before_validation(fake, tmp_path):
     helm, log, env = fake
     marks = tmp_path / "marks.json"
-    proc = cli(["template", "--values", str(EXAMPLE), "--skip-manifest-validation"], {**env, "HELM_NEMO_TIMINGS": str(marks)},
-               tmp_path)
+    proc = cli(
+        ["template", "--values", str(EXAMPLE), "--skip-manifest-validation"],
+        {**env, "HELM_NEMO_TIMINGS": str(marks)},
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fake\n"
     (start, read) = entries(log)
@@ -113,8 +130,11 @@ def test_no_guess_no_early_start(fake, tmp_path):
     values.write_text(text)
     marks = tmp_path / "marks.json"
     try:
-        proc = cli(["template", "--values", str(values), "--skip-manifest-validation"],
-                   {**env, "RUN_NAME": "named-later", "HELM_NEMO_TIMINGS": str(marks)}, tmp_path)
+        proc = cli(
+            ["template", "--values", str(values), "--skip-manifest-validation"],
+            {**env, "RUN_NAME": "named-later", "HELM_NEMO_TIMINGS": str(marks)},
+            tmp_path,
+        )
     finally:
         values.unlink()
     assert proc.returncode == 0, proc.stderr
@@ -123,25 +143,32 @@ def test_no_guess_no_early_start(fake, tmp_path):
     assert "helm started (before validation)" not in [name for name, _ in json.loads(marks.read_text())]
 
 
-@pytest.mark.parametrize("text, release, expected", [
-    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", None, ("run-1", "charts/a4/jobset")),
-    ("# a comment\nchart: jobset   # the workload\nrelease: run-1\naccelerator: a4\n", None, ("run-1", "charts/a4/jobset")),
-    ("chart: supervisor\nrelease: sup\n", None, ("sup", "charts/supervisor")),
-    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "from-cli", ("from-cli", "charts/a4/jobset")),
-    ("accelerator: a4\nchart: jobset\n", "from-cli", ("from-cli", "charts/a4/jobset")),
-    ("accelerator: a4\nchart: jobset\n", None, None),  # no name
-    ("accelerator: a4\nchart: jobset\nrelease: ${NAME}\n", None, None),  # a variable
-    ("accelerator: a4\nchart: jobset\nrelease: \"run-1\"\n", None, None),  # quoted
-    ("accelerator: a4\nchart: jobset\nrelease: run-1\nrelease: run-2\n", None, None),  # twice
-    ("releases:\n  - chart: jobset\n    release: a\n", "from-cli", None),  # a recipe names its own releases
-    ("releases: [{chart: jobset, release: a}]\n", None, None),  # flow style
-    ("accelerator: nope\nchart: jobset\nrelease: run-1\n", None, None),  # no such chart folder
-    ("chart: ./my-chart\nrelease: run-1\n", None, None),  # a folder of the user's
-    ("accelerator: a4\nchart: jobset\nrelease: Run_1\n", None, None),  # not a plain name: validation says why
-    ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "Bad Name", None),  # nor from the command line
-    ("accelerator: ../a4\nchart: jobset\nrelease: run-1\n", None, None),  # never a path
-    ("chart: ../../etc\nrelease: run-1\n", None, None),
-])
+@pytest.mark.parametrize(
+    "text, release, expected",
+    [
+        ("accelerator: a4\nchart: jobset\nrelease: run-1\n", None, ("run-1", "charts/a4/jobset")),
+        (
+            "# a comment\nchart: jobset   # the workload\nrelease: run-1\naccelerator: a4\n",
+            None,
+            ("run-1", "charts/a4/jobset"),
+        ),
+        ("chart: supervisor\nrelease: sup\n", None, ("sup", "charts/supervisor")),
+        ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "from-cli", ("from-cli", "charts/a4/jobset")),
+        ("accelerator: a4\nchart: jobset\n", "from-cli", ("from-cli", "charts/a4/jobset")),
+        ("accelerator: a4\nchart: jobset\n", None, None),  # no name
+        ("accelerator: a4\nchart: jobset\nrelease: ${NAME}\n", None, None),  # a variable
+        ('accelerator: a4\nchart: jobset\nrelease: "run-1"\n', None, None),  # quoted
+        ("accelerator: a4\nchart: jobset\nrelease: run-1\nrelease: run-2\n", None, None),  # twice
+        ("releases:\n  - chart: jobset\n    release: a\n", "from-cli", None),  # a recipe names its own releases
+        ("releases: [{chart: jobset, release: a}]\n", None, None),  # flow style
+        ("accelerator: nope\nchart: jobset\nrelease: run-1\n", None, None),  # no such chart folder
+        ("chart: ./my-chart\nrelease: run-1\n", None, None),  # a folder of the user's
+        ("accelerator: a4\nchart: jobset\nrelease: Run_1\n", None, None),  # not a plain name: validation says why
+        ("accelerator: a4\nchart: jobset\nrelease: run-1\n", "Bad Name", None),  # nor from the command line
+        ("accelerator: ../a4\nchart: jobset\nrelease: run-1\n", None, None),  # never a path
+        ("chart: ../../etc\nrelease: run-1\n", None, None),
+    ],
+)
 def test_guess_release(tmp_path, text, release, expected):
     values = tmp_path / "v.yaml"
     values.write_text(text)
@@ -217,8 +244,16 @@ def test_a_signal_during_validation_means_the_started_helm_never_gets_the_values
     from helm_nemo.actions.helm import HelmBinary
     from helm_nemo.values.plan import ReleasePlan
 
-    plan = ReleasePlan(release="r", chart_kind="jobset", accelerator="a4", chart="/charts/a4/jobset", chart_version=None,
-                       values={"a": 1}, source=Path("v.yaml"), json_prefix=())
+    plan = ReleasePlan(
+        release="r",
+        chart_kind="jobset",
+        accelerator="a4",
+        chart="/charts/a4/jobset",
+        chart_version=None,
+        values={"a": 1},
+        source=Path("v.yaml"),
+        json_prefix=(),
+    )
     helm = HelmBinary("/fake/helm")
     proc = early.StartedHelm(["/bin/sh", "-c", "cat > /dev/null; echo rendered"])
     early._started.append((releases._helm_args(helm, ["template"], plan, "-", []), proc))
@@ -259,15 +294,31 @@ other: 1
 """
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda t: t, [("sup", "charts/supervisor"), ("store", "charts/gcs-fuse"), ("train-from-values", "charts/a4/jobset")]),
-    (lambda t: t.replace("      accelerator: a4\n", ""), None),  # a per-accelerator chart with no accelerator
-    (lambda t: t.replace("    chart: supervisor\n", "    chart: supervisor\n    version: 1.0.0\n"), None),
-    (lambda t: t.replace("  - release: sup\n", "  -   release: sup\n"), None),
-    (lambda t: t.replace("    values:\n      accelerator: a3ultra\n      watchdogs: [ecc, xid]\n",
-                         "    values: {accelerator: a3ultra}\n"), None),
-    (lambda t: t.replace("  - release: train\n", "  - release: ${NAME}\n").replace("      release: train-from-values\n", ""), None),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (
+            lambda t: t,
+            [("sup", "charts/supervisor"), ("store", "charts/gcs-fuse"), ("train-from-values", "charts/a4/jobset")],
+        ),
+        (lambda t: t.replace("      accelerator: a4\n", ""), None),  # a per-accelerator chart with no accelerator
+        (lambda t: t.replace("    chart: supervisor\n", "    chart: supervisor\n    version: 1.0.0\n"), None),
+        (lambda t: t.replace("  - release: sup\n", "  -   release: sup\n"), None),
+        (
+            lambda t: t.replace(
+                "    values:\n      accelerator: a3ultra\n      watchdogs: [ecc, xid]\n",
+                "    values: {accelerator: a3ultra}\n",
+            ),
+            None,
+        ),
+        (
+            lambda t: t.replace("  - release: train\n", "  - release: ${NAME}\n").replace(
+                "      release: train-from-values\n", ""
+            ),
+            None,
+        ),
+    ],
+)
 def test_guess_recipe_releases(tmp_path, edit, expected):
     values = tmp_path / "recipe.yaml"
     values.write_text(edit(RECIPE_TEXT))
@@ -283,4 +334,6 @@ def test_the_guess_for_every_example_is_what_validation_plans():
 
     for example in EXAMPLES:
         guess = early.guess_releases(str(example), None)
-        assert guess == [(plan.release, plan.chart) for plan in build_plans(example, {**os.environ, **ENV})], example.name
+        assert guess == [(plan.release, plan.chart) for plan in build_plans(example, {**os.environ, **ENV})], (
+            example.name
+        )

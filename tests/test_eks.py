@@ -14,11 +14,16 @@ EKS = sorted(acc for acc, p in load_profiles().items() if p["cloud"] == "eks")
 KINDS = ["jobset", "nemo-training"]
 FSX = ROOT / "charts" / "fsx-lustre"
 GOOD_FS = [
-    "--set", "fileSystems[0].name=fsx",
-    "--set", "fileSystems[0].fileSystemId=fs-0123456789abcdef0",
-    "--set", "fileSystems[0].dnsName=fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
-    "--set", "fileSystems[0].mountName=abcdefgh",
-    "--set", "fileSystems[0].capacity=1200Gi",
+    "--set",
+    "fileSystems[0].name=fsx",
+    "--set",
+    "fileSystems[0].fileSystemId=fs-0123456789abcdef0",
+    "--set",
+    "fileSystems[0].dnsName=fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+    "--set",
+    "fileSystems[0].mountName=abcdefgh",
+    "--set",
+    "fileSystems[0].capacity=1200Gi",
 ]
 
 
@@ -28,7 +33,11 @@ def docs(text: str) -> list[dict]:
 
 def workload_container(doc: dict) -> dict:
     spec = doc["spec"]
-    pod = spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet" else spec["template"]["spec"]
+    pod = (
+        spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        if doc["kind"] == "JobSet"
+        else spec["template"]["spec"]
+    )
     (container,) = [c for c in pod["containers"] if c["name"] == "workload"]
     return container
 
@@ -66,8 +75,11 @@ def test_every_aws_profile_requests_its_efa_devices(helm, acc, kind):
 def test_no_gke_only_pieces_on_eks(helm, acc, kind):
     out, doc = render_workload(helm, acc, kind, "--set", "volumes.ssdMountPath=/local")
     assert "gke.io" not in out and "cloud.google.com" not in out and "gcsfuse" not in out
-    pod = (doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet"
-           else doc["spec"]["template"]["spec"])
+    pod = (
+        doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        if doc["kind"] == "JobSet"
+        else doc["spec"]["template"]["spec"]
+    )
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": load_profiles()[acc]["machineType"]}
     (ssd,) = [v for v in pod["volumes"] if v["name"] == "local-ssd"]
     assert ssd["hostPath"]["path"] == "/mnt/k8s-disks/0"
@@ -91,14 +103,18 @@ def test_target_nodepools_use_the_eks_node_group_label(helm):
     _, doc = render_workload(helm, "p5", "jobset", "--set", "targetNodepools={gpu-ng}")
     pod = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["gpu-ng"]}]}]
+    assert terms == [
+        {"matchExpressions": [{"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": ["gpu-ng"]}]}
+    ]
 
 
 # --- fsx-lustre --------------------------------------------------------------------------------------
 
 
 def test_fsx_renders_a_bound_pv_pvc_pair(helm):
-    objects = {(d["kind"], d["metadata"]["name"]): d for d in docs(helm.template("st", FSX, "-n", "ml", *GOOD_FS).stdout)}
+    objects = {
+        (d["kind"], d["metadata"]["name"]): d for d in docs(helm.template("st", FSX, "-n", "ml", *GOOD_FS).stdout)
+    }
     pv, pvc = objects[("PersistentVolume", "st-fsx-pv")], objects[("PersistentVolumeClaim", "fsx-pvc")]
     assert pv["spec"]["csi"] == {
         "driver": "fsx.csi.aws.com",

@@ -19,20 +19,48 @@ JOBS = "/apis/batch/v1/namespaces/default/jobs"
 
 
 def jobset(image="img:1", parallelism=2, labels=None, suspend=None, node_selector=None):
-    pod = {"metadata": {"labels": labels or {"app": "x"}},
-           "spec": {"nodeSelector": node_selector or {"pool": "a"}, "containers": [{"name": "w", "image": image}]}}
-    spec = {"replicatedJobs": [{"name": "workload", "replicas": 1, "template": {"spec": {
-        "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed", "template": pod}}}]}
+    pod = {
+        "metadata": {"labels": labels or {"app": "x"}},
+        "spec": {"nodeSelector": node_selector or {"pool": "a"}, "containers": [{"name": "w", "image": image}]},
+    }
+    spec = {
+        "replicatedJobs": [
+            {
+                "name": "workload",
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "parallelism": parallelism,
+                        "completions": parallelism,
+                        "completionMode": "Indexed",
+                        "template": pod,
+                    }
+                },
+            }
+        ]
+    }
     if suspend is not None:
         spec["suspend"] = suspend
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r", "namespace": "default"},
-            "spec": spec}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "r", "namespace": "default"},
+        "spec": spec,
+    }
 
 
 def job(image="img:1", completions=1, parallelism=1, mode=None, suspend=None, node_selector=None):
-    spec = {"completions": completions, "parallelism": parallelism,
-            "template": {"spec": {"nodeSelector": node_selector or {"pool": "a"},
-                                  "containers": [{"name": "w", "image": image}], "restartPolicy": "Never"}}}
+    spec = {
+        "completions": completions,
+        "parallelism": parallelism,
+        "template": {
+            "spec": {
+                "nodeSelector": node_selector or {"pool": "a"},
+                "containers": [{"name": "w", "image": image}],
+                "restartPolicy": "Never",
+            }
+        },
+    }
     if mode:
         spec["completionMode"] = mode
     if suspend is not None:
@@ -41,9 +69,12 @@ def job(image="img:1", completions=1, parallelism=1, mode=None, suspend=None, no
 
 
 def put(kube, path: str, obj: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(kube.url + path, data=json.dumps(obj).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {kube.token}"})
+    request = urllib.request.Request(
+        kube.url + path,
+        data=json.dumps(obj).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {kube.token}"},
+    )
     try:
         with urllib.request.urlopen(request) as answer:
             return answer.status, json.loads(answer.read())
@@ -80,7 +111,12 @@ def test_the_emulator_answers_updates_as_the_real_cluster(kube, case, old, new, 
         assert code == 200, answer
         return
     assert (code, answer["kind"], answer["status"], answer["reason"], answer["code"]) == (
-        422, "Status", "Failure", "Invalid", 422)
+        422,
+        "Status",
+        "Failure",
+        "Invalid",
+        422,
+    )
     if old["kind"] == "JobSet":
         prefix = 'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "r" is invalid: '
     else:

@@ -39,8 +39,9 @@ def render(example: Path, helm_path: Path) -> str:
     plans = build_plans(example, ENV)
     out = io.StringIO()
     messages: list[str] = []
-    rc = releases.template(plans, helm_binary(str(helm_path)), PINNED + ["--namespace", "ml-team"], out=out,
-                           echo=messages.append)
+    rc = releases.template(
+        plans, helm_binary(str(helm_path)), PINNED + ["--namespace", "ml-team"], out=out, echo=messages.append
+    )
     assert rc == 0, "\n".join(messages)
     return out.getvalue()
 

@@ -12,8 +12,11 @@ from ruamel.yaml import YAML
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "gcs-fuse"
 BASE_OPTIONS = [
-    "implicit-dirs", "metadata-cache:negative-ttl-secs:0", "metadata-cache:ttl-secs:-1",
-    "metadata-cache:stat-cache-max-size-mb:-1", "metadata-cache:type-cache-max-size-mb:-1",
+    "implicit-dirs",
+    "metadata-cache:negative-ttl-secs:0",
+    "metadata-cache:ttl-secs:-1",
+    "metadata-cache:stat-cache-max-size-mb:-1",
+    "metadata-cache:type-cache-max-size-mb:-1",
 ]
 
 
@@ -29,13 +32,27 @@ def objects(text: str) -> dict:
 def test_items_without_bucket_are_skipped(helm):
     assert objects(helm.template("st", CHART).stdout) == {}
     out = objects(helm.template("st", CHART, *DEFAULTS, "--set", "gcsVolumes[1].bucketName=ckpt-bucket").stdout)
-    assert sorted(out) == [("PersistentVolume", "st-gcs-checkpoints-pv"), ("PersistentVolumeClaim", "gcs-checkpoints-pvc")]
+    assert sorted(out) == [
+        ("PersistentVolume", "st-gcs-checkpoints-pv"),
+        ("PersistentVolumeClaim", "gcs-checkpoints-pvc"),
+    ]
 
 
 @pytest.mark.parametrize("index, kind", [(0, "data"), (1, "checkpoints"), (2, "serving-model")])
 def test_dir_path_works_for_every_type(helm, index, kind):
-    out = objects(helm.template("st", CHART, "-n", "ml", *DEFAULTS, "--set", f"gcsVolumes[{index}].bucketName=my-bucket",
-                                "--set", f"gcsVolumes[{index}].dirPath=sub/dir").stdout)
+    out = objects(
+        helm.template(
+            "st",
+            CHART,
+            "-n",
+            "ml",
+            *DEFAULTS,
+            "--set",
+            f"gcsVolumes[{index}].bucketName=my-bucket",
+            "--set",
+            f"gcsVolumes[{index}].dirPath=sub/dir",
+        ).stdout
+    )
     name = ["gcs-data", "gcs-checkpoints", "gcs-serving-model"][index]
     pv = out[("PersistentVolume", f"st-{name}-pv")]
     options = pv["spec"]["mountOptions"]
@@ -50,8 +67,10 @@ def test_dir_path_works_for_every_type(helm, index, kind):
 
 def test_mount_option_profiles_are_values(helm, tmp_path):
     values = tmp_path / "v.yaml"
-    values.write_text("gcsVolumes:\n  - {name: logs, type: data, bucketName: logs-bucket, extraMountOptions: [uid=1000]}\n"
-                      "mountOptionProfiles:\n  data: [implicit-dirs]\n  checkpoints: []\n  serving-model: []\n")
+    values.write_text(
+        "gcsVolumes:\n  - {name: logs, type: data, bucketName: logs-bucket, extraMountOptions: [uid=1000]}\n"
+        "mountOptionProfiles:\n  data: [implicit-dirs]\n  checkpoints: []\n  serving-model: []\n"
+    )
     pv = objects(helm.template("st", CHART, "-f", str(values)).stdout)[("PersistentVolume", "st-logs-pv")]
     assert pv["spec"]["mountOptions"] == ["implicit-dirs", "uid=1000"]
 
@@ -76,9 +95,15 @@ def test_pvc_name_is_what_the_workload_mounts(helm):
     """The recipe couples the charts by name: gcs-fuse's <name>-pvc is the jobset's volumes.pvcMounts[].claimName."""
     out = objects(helm.template("st", CHART, *DEFAULTS, "--set", "gcsVolumes[1].bucketName=ckpt-bucket").stdout)
     claim = out[("PersistentVolumeClaim", "gcs-checkpoints-pvc")]["metadata"]["name"]
-    jobset = helm.template("run", ROOT / "charts/a3ultra/jobset", "--set", f"volumes.pvcMounts[0].claimName={claim}",
-                           "--set", "volumes.pvcMounts[0].mountPath=/ckpt").stdout
-    assert f"claimName: \"{claim}\"" in jobset
+    jobset = helm.template(
+        "run",
+        ROOT / "charts/a3ultra/jobset",
+        "--set",
+        f"volumes.pvcMounts[0].claimName={claim}",
+        "--set",
+        "volumes.pvcMounts[0].mountPath=/ckpt",
+    ).stdout
+    assert f'claimName: "{claim}"' in jobset
 
 
 # Golden snapshots: the three parity fixtures with their own commands, plus every type with a dirPath in
@@ -90,12 +115,23 @@ GOLDEN_CASES = {
     "parity-a3ultra-resiliency": ("a3ultra-resiliency-llama31-405b/gcs-fuse", []),
     "parity-default-data-checkpoints": ("gcs-fuse-default/data-checkpoints", []),
     "parity-default-serving-model": ("gcs-fuse-default/serving-model", []),
-    "all-types-dir-path": ("gcs-fuse-default/data-checkpoints", [
-        "-n", "ml",
-        "--set", "gcsVolumes[0].dirPath=datasets/c4", "--set", "gcsVolumes[1].dirPath=ckpt/run-1",
-        "--set", "gcsVolumes[2].bucketName=model-bucket", "--set", "gcsVolumes[2].dirPath=llama",
-        "--set", "gcsVolumes[2].capacity=64Ti",
-    ]),
+    "all-types-dir-path": (
+        "gcs-fuse-default/data-checkpoints",
+        [
+            "-n",
+            "ml",
+            "--set",
+            "gcsVolumes[0].dirPath=datasets/c4",
+            "--set",
+            "gcsVolumes[1].dirPath=ckpt/run-1",
+            "--set",
+            "gcsVolumes[2].bucketName=model-bucket",
+            "--set",
+            "gcsVolumes[2].dirPath=llama",
+            "--set",
+            "gcsVolumes[2].capacity=64Ti",
+        ],
+    ),
 }
 
 

@@ -56,7 +56,9 @@ def test_cli_check_exit_codes(tmp_path):
     env = {"HELM_NEMO_HOME": str(tmp_path)}
     assert runner.invoke(main, ["generate", "--check"], env=env).exit_code == 0
     (tmp_path / "values/accelerators/a4.yaml").write_text(
-        (tmp_path / "values/accelerators/a4.yaml").read_text().replace("sharedMemorySize: 250Gi", "sharedMemorySize: 300Gi")
+        (tmp_path / "values/accelerators/a4.yaml")
+        .read_text()
+        .replace("sharedMemorySize: 250Gi", "sharedMemorySize: 300Gi")
     )
     result = runner.invoke(main, ["generate", "--check"], env=env)
     assert result.exit_code == 1
@@ -66,7 +68,14 @@ def test_cli_check_exit_codes(tmp_path):
 @pytest.mark.parametrize("acc", GKE)
 def test_every_gke_profile_has_a_jobset_chart(acc):
     chart = ROOT / "charts" / acc / "jobset"
-    for name in ("Chart.yaml", "values.yaml", "values.schema.json", "README.md", "templates/_helpers.tpl", "templates/jobset.yaml"):
+    for name in (
+        "Chart.yaml",
+        "values.yaml",
+        "values.schema.json",
+        "README.md",
+        "templates/_helpers.tpl",
+        "templates/jobset.yaml",
+    ):
         assert (chart / name).is_file(), name
 
 
@@ -75,9 +84,11 @@ def test_chart_yaml_version_is_quoted_strict_semver(acc):
     text = (ROOT / "charts" / acc / "jobset" / "Chart.yaml").read_text()
     version = re.search(r'^version: "([^"]+)"$', text, re.M)
     assert version, "version must be a quoted string"
-    assert re.fullmatch(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", version.group(1))
+    assert re.fullmatch(
+        r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?", version.group(1)
+    )
     assert re.search(r'^appVersion: "', text, re.M)
-    assert f"name: \"jobset-{acc}\"" in text
+    assert f'name: "jobset-{acc}"' in text
 
 
 @pytest.mark.parametrize("acc", GKE)
@@ -106,7 +117,10 @@ def test_profile_markers_are_filled_from_the_profile():
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (("network", "pluginInstaller", "image"), "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:latest"),
+        (
+            ("network", "pluginInstaller", "image"),
+            "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib:latest",
+        ),
         (("gpusPerNode",), "eight"),
         (("architecture",), "x86"),
         (("sharedMemorySize",), "lots"),

@@ -14,11 +14,20 @@ from helm_nemo.values.validation import schema_errors
 
 # --- 5. patterns match whole strings ------------------------------------------------------------------
 
-@pytest.mark.parametrize("pattern, text, ok", [
-    ("^[a-z]+$", "abc", True), ("^[a-z]+$", "abc\n", False), ("^gs://", "gs://b\n", True),
-    ("^[$]+$", "$$", True), (r"^\$x$", "$x", True), (r"^\$x$", "$x\n", False), ("[]$]$", "a$", True),
-    ("(?m)^a$", "a\nb", True),  # multi-line on purpose: left as it is
-])
+
+@pytest.mark.parametrize(
+    "pattern, text, ok",
+    [
+        ("^[a-z]+$", "abc", True),
+        ("^[a-z]+$", "abc\n", False),
+        ("^gs://", "gs://b\n", True),
+        ("^[$]+$", "$$", True),
+        (r"^\$x$", "$x", True),
+        (r"^\$x$", "$x\n", False),
+        ("[]$]$", "a$", True),
+        ("(?m)^a$", "a\nb", True),  # multi-line on purpose: left as it is
+    ],
+)
 def test_patterns_match_whole_strings(pattern, text, ok):
     assert bool(pattern_regex(pattern).search(text)) is ok, whole_string_pattern(pattern)
 
@@ -26,8 +35,10 @@ def test_patterns_match_whole_strings(pattern, text, ok):
 def test_both_schema_engines_refuse_a_trailing_newline():
     schema = {"type": "object", "properties": {"release": {"type": "string", "pattern": "^[a-z0-9]+$"}}}
     assert [e.validator for e in Validator(schema).iter_errors({"release": "r1\n"})] == ["pattern"]
-    assert [e.validator for e in whole_string_jsonschema(jsonschema.Draft7Validator)(schema)
-            .iter_errors({"release": "r1\n"})] == ["pattern"]
+    assert [
+        e.validator
+        for e in whole_string_jsonschema(jsonschema.Draft7Validator)(schema).iter_errors({"release": "r1\n"})
+    ] == ["pattern"]
     # a keyword schema_check lacks sends validation to jsonschema: the same answer there
     fallback = {**schema, "if": {"required": ["x"]}}
     assert [(e.path, e.validator) for e in schema_errors({"release": "r1\n"}, fallback)] == [(("release",), "pattern")]
@@ -57,7 +68,9 @@ BASE = HEAD + "workload:\n  gpus: 16\n  image: img:1\n"
 def recipe(*names: str) -> str:
     return "recipe: demo\nreleases:\n" + "".join(
         f"  - release: {name}\n    chart: jobset\n    accelerator: a3ultra\n    values:\n"
-        "      workload: {gpus: 16, image: 'img:1'}\n" for name in names)
+        "      workload: {gpus: 16, image: 'img:1'}\n"
+        for name in names
+    )
 
 
 def fake_helm(tmp_path: Path, body: str) -> Path:
@@ -71,7 +84,8 @@ def fake_helm(tmp_path: Path, body: str) -> Path:
         f"open({str(tmp_path / 'calls.jsonl')!r}, 'a').write(json.dumps(argv) + '\\n')\n"
         f"def log(text):\n    open({str(tmp_path / 'events.log')!r}, 'a').write(text + '\\n')\n"
         "if argv[:1] == ['version']:\n    print('v3.17.2'); sys.exit(0)\n"
-        "values = sys.stdin.read() if '-' in argv else ''\n" + body)
+        "values = sys.stdin.read() if '-' in argv else ''\n" + body
+    )
     script.chmod(0o755)
     return script
 
@@ -127,9 +141,14 @@ def _wait_for(path: Path, text: str, seconds: float = 20) -> None:
 def test_a_signal_reaches_helm_which_is_waited_for_and_the_recipe_says_what_is_installed(tmp_path, signum, code):
     helm = fake_helm(tmp_path, BLOCKING_HELM)
     values = write(tmp_path, recipe("rel-a", "rel-b", "rel-c"))
-    proc = subprocess.Popen([CLI, "install", "--values", str(values), "--skip-manifest-validation", "--no-preflight"],
-                            env=cli_env(tmp_path, helm, BLOCK="rel-b"), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [CLI, "install", "--values", str(values), "--skip-manifest-validation", "--no-preflight"],
+        env=cli_env(tmp_path, helm, BLOCK="rel-b"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     _wait_for(tmp_path / "events.log", "rel-b started")
     if signum == signal.SIGINT:
         os.killpg(proc.pid, signum)  # Ctrl-C in a terminal: the whole foreground group
@@ -150,8 +169,13 @@ def test_a_signal_reaches_helm_which_is_waited_for_and_the_recipe_says_what_is_i
 def test_a_signal_during_an_uninstall_says_what_is_left(tmp_path):
     helm = fake_helm(tmp_path, BLOCKING_HELM.replace("['install']", "['uninstall']"))
     values = write(tmp_path, recipe("rel-a", "rel-b", "rel-c"))
-    proc = subprocess.Popen([CLI, "uninstall", "--values", str(values)], env=cli_env(tmp_path, helm, BLOCK="rel-b"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [CLI, "uninstall", "--values", str(values)],
+        env=cli_env(tmp_path, helm, BLOCK="rel-b"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for(tmp_path / "events.log", "rel-b started")
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
@@ -168,9 +192,14 @@ def test_a_signal_while_the_values_are_still_being_read_stops_at_once(tmp_path, 
     helm = fake_helm(tmp_path, "")
     values = tmp_path / "values.fifo"
     os.mkfifo(values)
-    proc = subprocess.Popen([CLI, "install", "--values", str(values) if source == "fifo" else "-"],
-                            env=cli_env(tmp_path, helm), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [CLI, "install", "--values", str(values) if source == "fifo" else "-"],
+        env=cli_env(tmp_path, helm),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # well into the read
     assert proc.poll() is None
     started = time.monotonic()
@@ -203,13 +232,20 @@ def test_interrupted_report_when_helm_finished_anyway():
 
 # --- 6. output errors: one line, exit 1 ------------------------------------------------------------------
 
+
 def test_a_closed_pipe_is_one_line_and_exit_1(tmp_path):
     values = write(tmp_path, recipe("rel-a", "rel-b", "rel-c"))
     read, write_end = os.pipe()
     os.close(read)  # `| head -0`: nobody reads
     try:
-        proc = subprocess.run([CLI, "validate", "--values", str(values)], env=cli_env(tmp_path), stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
+        proc = subprocess.run(
+            [CLI, "validate", "--values", str(values)],
+            env=cli_env(tmp_path),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     finally:
         os.close(write_end)
     assert proc.returncode == 1
@@ -217,13 +253,22 @@ def test_a_closed_pipe_is_one_line_and_exit_1(tmp_path):
 
 
 def test_head_dash_1_on_a_template(tmp_path):
-    helm = fake_helm(tmp_path, "if argv[:1] == ['template']:\n"
-                               "    print(''.join(f'---\\napiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: c{i}\\n'"
-                               " for i in range(20000)))\n")
+    helm = fake_helm(
+        tmp_path,
+        "if argv[:1] == ['template']:\n"
+        "    print(''.join(f'---\\napiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: c{i}\\n'"
+        " for i in range(20000)))\n",
+    )
     values = write(tmp_path, BASE)
-    proc = subprocess.run(f"{CLI} template --values {values} --skip-manifest-validation | head -1; "
-                          "echo \"rc=${PIPESTATUS[0]}\"", shell=True, executable="/bin/bash",
-                          env=cli_env(tmp_path, helm), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        f'{CLI} template --values {values} --skip-manifest-validation | head -1; echo "rc=${{PIPESTATUS[0]}}"',
+        shell=True,
+        executable="/bin/bash",
+        env=cli_env(tmp_path, helm),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.stdout.splitlines() == ["---", "rc=1"], proc.stdout
     assert proc.stderr.strip() == "helm nemo: cannot write the output: Broken pipe"
 
@@ -261,13 +306,22 @@ def test_a_dry_run_and_helm_errors_never_show_a_value_from_the_environment(tmp_p
 def test_template_prints_the_manifests_as_they_are_but_its_messages_masked(tmp_path):
     helm = fake_helm(tmp_path, ECHOING_HELM)
     values = write(tmp_path, SECRET_VALUES + "queue: Bad_${QUEUE_TOKEN}\n")
-    proc = subprocess.run([CLI, "template", "--values", str(values)],
-                          env=cli_env(tmp_path, helm, HF_TOKEN=CANARY, QUEUE_TOKEN=CANARY), capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [CLI, "template", "--values", str(values)],
+        env=cli_env(tmp_path, helm, HF_TOKEN=CANARY, QUEUE_TOKEN=CANARY),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and CANARY not in proc.stderr and "'Bad_***' does not match" in proc.stderr
     values.write_text(SECRET_VALUES)
-    proc = subprocess.run([CLI, "template", "--values", str(values), "--skip-manifest-validation"],
-                          env=cli_env(tmp_path, helm, HF_TOKEN=CANARY), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [CLI, "template", "--values", str(values), "--skip-manifest-validation"],
+        env=cli_env(tmp_path, helm, HF_TOKEN=CANARY),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and CANARY in proc.stdout  # the product: `| kubectl apply -f -` needs it
 
 
@@ -290,25 +344,41 @@ def test_masker_forms():
 
 # --- 7. helm semantics ----------------------------------------------------------------------------------
 
+
 def test_several_values_files_merge_like_helm(tmp_path):
-    first = write(tmp_path, BASE + "volumes:\n  gcsMounts:\n    - {bucketName: bkt, mountPath: /a}\n"
-                                   "    - {bucketName: bkt2, mountPath: /b}\n  ssdMountPath: /ssd\n")
-    second = write(tmp_path, "workload:\n  image: img:2\n  labels: {team: ml}\nvolumes:\n"
-                             "  gcsMounts:\n    - {bucketName: other, mountPath: /c}\nfiles:\n"
-                             "  workload_launcher: launch.sh\n", "over/b.yaml")
+    first = write(
+        tmp_path,
+        BASE + "volumes:\n  gcsMounts:\n    - {bucketName: bkt, mountPath: /a}\n"
+        "    - {bucketName: bkt2, mountPath: /b}\n  ssdMountPath: /ssd\n",
+    )
+    second = write(
+        tmp_path,
+        "workload:\n  image: img:2\n  labels: {team: ml}\nvolumes:\n"
+        "  gcsMounts:\n    - {bucketName: other, mountPath: /c}\nfiles:\n"
+        "  workload_launcher: launch.sh\n",
+        "over/b.yaml",
+    )
     write(tmp_path, "#!/bin/bash\necho hi\n", "over/launch.sh")  # relative to the file that names it
     (plan,) = build_plans([first, second], {})
     values = plan.values
     assert values["workload"] == {"gpus": 16, "image": "img:2", "labels": {"team": "ml"}}  # maps merged
-    assert values["volumes"] == {"gcsMounts": [{"bucketName": "other", "mountPath": "/c"}],  # lists replaced
-                                 "ssdMountPath": "/ssd"}
+    assert values["volumes"] == {
+        "gcsMounts": [{"bucketName": "other", "mountPath": "/c"}],  # lists replaced
+        "ssdMountPath": "/ssd",
+    }
     assert values["workload_launcher"] == "#!/bin/bash\necho hi\n"
     assert plan.values_flags() == f"--values {first} --values {second}"
 
 
 def test_values_from_stdin(tmp_path):
-    proc = subprocess.run([CLI, "validate", "--values", "-"], input=BASE, env=cli_env(tmp_path),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [CLI, "validate", "--values", "-"],
+        input=BASE,
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("ok: r1 -> "), proc.stderr
 
 
@@ -324,14 +394,22 @@ def test_a_root_on_the_command_line_allows_a_wider_folder(tmp_path):
 def test_uninstall_needs_only_the_release_names(tmp_path):
     helm = fake_helm(tmp_path, "")
     example = ROOT / "values/examples/a3ultra-405b.yaml"  # needs GCS_BUCKET, KUEUE_NAME, PROJECT_ID to install
-    proc = subprocess.run([CLI, "uninstall", "--values", str(example), "-n", "ml"], env=cli_env(tmp_path, helm),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [CLI, "uninstall", "--values", str(example), "-n", "ml"],
+        env=cli_env(tmp_path, helm),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert calls(tmp_path) == [["uninstall", "llama31-405b", "--namespace", "ml"],
-                               ["uninstall", "llama31-405b-storage", "--namespace", "ml"],
-                               ["uninstall", "llama31-405b-supervisor", "--namespace", "ml"]]
-    names = release_names(write(tmp_path, HEAD.replace("r1", "${NAME}") + "workload: {image: '${IMAGE}'}\n"),
-                          {"NAME": "from-env"})
+    assert calls(tmp_path) == [
+        ["uninstall", "llama31-405b", "--namespace", "ml"],
+        ["uninstall", "llama31-405b-storage", "--namespace", "ml"],
+        ["uninstall", "llama31-405b-supervisor", "--namespace", "ml"],
+    ]
+    names = release_names(
+        write(tmp_path, HEAD.replace("r1", "${NAME}") + "workload: {image: '${IMAGE}'}\n"), {"NAME": "from-env"}
+    )
     assert [n.release for n in names] == ["from-env"]  # IMAGE unset: not needed
 
 
@@ -343,10 +421,10 @@ def test_a_release_level_key_equal_to_the_values_one_is_fine(tmp_path):
 # --- 9. limits: bounded time and memory, one message ------------------------------------------------------
 
 LIMIT_FILES = {
-    "alias-bomb": "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10)),
-    "merge-key-bomb": "b0: &b0 {k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 1, k6: 1, k7: 1, k8: 1, k9: 1}\n" + "".join(
-        f"b{i}: &b{i}\n" + "".join(f"  x{j}: *b{i - 1}\n" for j in range(10)) for i in range(1, 12)),
+    "alias-bomb": "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10)),
+    "merge-key-bomb": "b0: &b0 {k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 1, k6: 1, k7: 1, k8: 1, k9: 1}\n"
+    + "".join(f"b{i}: &b{i}\n" + "".join(f"  x{j}: *b{i - 1}\n" for j in range(10)) for i in range(1, 12)),
     "nesting-100000": "a: " + "[" * 100_000 + "]" * 100_000 + "\n",  # crashed the interpreter (stack overflow)
     "one-million-items": "a:\n" + "- 1\n" * 1_000_000,  # 4 MB: under the size cap, over the value cap
     "4-mib-and-more": "a: |\n" + ("  " + "x" * 1000 + "\n") * 4200,
@@ -361,12 +439,19 @@ def _limited() -> None:
 def test_limits_end_in_one_message_within_2_s_and_500_mib(tmp_path, name):
     values = "/dev/zero" if name == "dev-zero" else str(write(tmp_path, LIMIT_FILES[name]))
     started = time.monotonic()
-    proc = subprocess.run([CLI, "validate", "--values", values], env=cli_env(tmp_path), capture_output=True,
-                          text=True, timeout=60, preexec_fn=_limited)
+    proc = subprocess.run(
+        [CLI, "validate", "--values", values],
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limited,
+    )
     elapsed = time.monotonic() - started
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
-    assert any(words in proc.stderr for words in ("more than 100000 values", "deeper than 100 levels",
-                                                  "larger than 4 MiB")), proc.stderr
+    assert any(
+        words in proc.stderr for words in ("more than 100000 values", "deeper than 100 levels", "larger than 4 MiB")
+    ), proc.stderr
     assert len(proc.stderr.splitlines()) <= 4
     assert elapsed <= 2.0, f"{name}: {elapsed:.2f} s"

@@ -81,8 +81,10 @@ def test_every_number_is_bounded_every_object_closed_every_array_typed(schema_fi
         closed = node.get("additionalProperties") is False or isinstance(node.get("additionalProperties"), dict)
         if ("object" in kinds or "properties" in node) and not closed:
             if not node.get(OPEN) or path != "/properties/global":
-                problems.append(f"{path}: an object that takes any key (additionalProperties false, a typed map, "
-                                f"or the Kubernetes type's schema)")
+                problems.append(
+                    f"{path}: an object that takes any key (additionalProperties false, a typed map, "
+                    f"or the Kubernetes type's schema)"
+                )
         if "array" in kinds and not isinstance(node.get("items"), dict):
             problems.append(f"{path}: an array whose items can be anything")
         if not (kinds or {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"} & set(node)) and path and not constraint:
@@ -105,8 +107,7 @@ def test_fields_landing_in_kubernetes_int32_fields_fit_int32():
         schema = json.loads(schema_file.read_text())
         props = schema["properties"]
         workload = (props.get("workload") or {}).get("properties", {})
-        for name in ("gpus", "nodes", "backoffLimit", "ttlSecondsAfterFinished", "max_workload_restarts",
-                     "masterPort"):
+        for name in ("gpus", "nodes", "backoffLimit", "ttlSecondsAfterFinished", "max_workload_restarts", "masterPort"):
             if name in workload:
                 assert workload[name]["maximum"] <= INT32_MAX, (schema_file, name)
         for name in ("port",):
@@ -119,7 +120,10 @@ def test_fields_landing_in_kubernetes_int32_fields_fit_int32():
 def _integer_fields(schema: dict, node: dict, where: tuple = ()):
     """Paths (through `properties` and `$ref`s, not lists) of every integer field of a schema."""
     while "$ref" in node:
-        node = {**schema["definitions"][node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        node = {
+            **schema["definitions"][node["$ref"].rsplit("/", 1)[-1]],
+            **{k: v for k, v in node.items() if k != "$ref"},
+        }
     if "integer" in _types(node):
         yield where, node
     for key, child in (node.get("properties") or {}).items():
@@ -143,8 +147,7 @@ def test_an_integer_past_its_bound_is_reported_at_its_own_path(schema_file, valu
     for where, node in fields:
         if node["minimum"] <= value <= node["maximum"]:
             continue
-        data = _set({"workload": {"gpus": 8, "image": "i"}} if "workload" in schema["properties"] else {},
-                    where, value)
+        data = _set({"workload": {"gpus": 8, "image": "i"}} if "workload" in schema["properties"] else {}, where, value)
         found = [p.json_path for p in validate(data, schema)]
         wanted = "$." + ".".join(where)
         assert wanted in found, (schema_file, where, found)
@@ -153,11 +156,28 @@ def test_an_integer_past_its_bound_is_reported_at_its_own_path(schema_file, valu
 # --- tags: every tag but the core ones, on every kind of node, is an error at its line ---------------------
 
 TAG_NAMES = st.one_of(
-    st.sampled_from(["!!python/object:os.system", "!!python/object/apply:os.system", "!!python/name:os.system",
-                     "!!binary", "!!timestamp", "!!set", "!!omap", "!!pairs", "!!merge", "!!value", "!!yaml", "!",
-                     "!foo", "!<tag:example.com,2026:x>", "!<tag:yaml.org,2002:python/none>"]),
+    st.sampled_from(
+        [
+            "!!python/object:os.system",
+            "!!python/object/apply:os.system",
+            "!!python/name:os.system",
+            "!!binary",
+            "!!timestamp",
+            "!!set",
+            "!!omap",
+            "!!pairs",
+            "!!merge",
+            "!!value",
+            "!!yaml",
+            "!",
+            "!foo",
+            "!<tag:example.com,2026:x>",
+            "!<tag:yaml.org,2002:python/none>",
+        ]
+    ),
     st.from_regex(r"!![a-z][a-z/:._]{0,12}", fullmatch=True).filter(
-        lambda t: "tag:yaml.org,2002:" + t[2:] not in ALLOWED_TAGS),
+        lambda t: "tag:yaml.org,2002:" + t[2:] not in ALLOWED_TAGS
+    ),
     st.from_regex(r"![a-z][a-z0-9_]{0,10}", fullmatch=True),
 )
 NODES = {"scalar": "x", "quoted": "'x'", "mapping": "{a: 1}", "sequence": "[1, 2]", "empty": ""}
@@ -183,8 +203,9 @@ def test_every_non_core_tag_is_refused_with_its_line(tag, kind, depth):
 
 @pytest.mark.parametrize("tag", sorted(ALLOWED_TAGS))
 def test_core_tags_stay_allowed(tag):
-    value = {"str": "x", "int": "8", "float": "1.5", "bool": "true", "null": "~", "map": "{a: 1}",
-             "seq": "[1]"}[tag.rsplit(":", 1)[-1]]
+    value = {"str": "x", "int": "8", "float": "1.5", "bool": "true", "null": "~", "map": "{a: 1}", "seq": "[1]"}[
+        tag.rsplit(":", 1)[-1]
+    ]
     load_values_text(f"release: r1\nleaf: !<{tag}> {value}\n", "v.yaml")
 
 
@@ -198,11 +219,14 @@ def test_a_merge_key_takes_mappings_only(merge):
 
 # --- NUL: no string carries one, wherever it is written ---------------------------------------------------
 
+
 @settings(max_examples=100, deadline=None, database=None)
-@given(before=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
-       escape=st.sampled_from(["\\0", "\\x00", "\\u0000", "\\U00000000"]),
-       after=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
-       where=st.sampled_from(["value", "key", "item"]))
+@given(
+    before=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
+    escape=st.sampled_from(["\\0", "\\x00", "\\u0000", "\\U00000000"]),
+    after=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=8),
+    where=st.sampled_from(["value", "key", "item"]),
+)
 def test_a_nul_is_refused_at_its_line(before, escape, after, where):
     quoted = json.dumps(before, ensure_ascii=False)[1:-1] + escape + json.dumps(after, ensure_ascii=False)[1:-1]
     body = {"value": f'a: "{quoted}"', "key": f'"{quoted}": 1', "item": f'a: [x, "{quoted}"]'}[where]
@@ -214,19 +238,24 @@ def test_a_nul_is_refused_at_its_line(before, escape, after, where):
 
 # --- the pod-variable scope is per release ----------------------------------------------------------------
 
+
 def test_an_env_name_belongs_to_its_release_only(tmp_path):
     text = "recipe: demo\nreleases:\n" + "".join(
         f"  - release: {name}\n    chart: jobset\n    accelerator: a3ultra\n    values:\n"
         f"      workload: {{gpus: 16, image: 'img:1', {body}}}\n"
-        for name, body in (("a", "envs: [{name: MY_VAR, value: v}], arguments: ['--a=${MY_VAR}']"),
-                           ("b", "arguments: ['--b=${MY_VAR}']")))
+        for name, body in (
+            ("a", "envs: [{name: MY_VAR, value: v}], arguments: ['--a=${MY_VAR}']"),
+            ("b", "arguments: ['--b=${MY_VAR}']"),
+        )
+    )
     values = tmp_path / "recipe.yaml"
     values.write_text(text)
     # not set locally: a's reference is the pod's, b's is an unset local variable
     with pytest.raises(UserError) as raised:
         build_plans(values, {})
     assert [(p.json_path, p.message) for p in raised.value.problems] == [
-        ("$.releases[1].values.workload.arguments[0]", "variable MY_VAR is not set")]
+        ("$.releases[1].values.workload.arguments[0]", "variable MY_VAR is not set")
+    ]
     # set locally: a's reference is ambiguous (its pod defines MY_VAR), b's is the local value
     with pytest.raises(UserError) as raised:
         build_plans(values, {"MY_VAR": "local"})
@@ -250,37 +279,65 @@ HELM3 = ROOT / ".tools/helm3/helm"
 R53 = "r" * 53
 # rule -> (values file, JSON path of the problem); each also makes the real chart `fail` (checked with helm).
 CROSS_FIELD = {
-    "hostname": ("chart: jobset\naccelerator: a3ultra\nrelease: " + "r" * 51 + "\nworkload: {gpus: 16, image: i}\n",
-                 "$.release"),
-    "hostname-suffix": ("chart: nemo-training\naccelerator: a3ultra\nrelease: " + "r" * 41 + "\n"
-                        "workload: {gpus: 16, image: i, nameSuffix: " + "s" * 20 + "}\n", None),
-    "local-ckpt-needs-ssd": ("chart: jobset\naccelerator: a3ultra\nrelease: r1\n"
-                             "workload: {gpus: 16, image: i, enable_local_ckpt: true}\n", "$.workload.enable_local_ckpt"),
-    "one-ckpt-cleaner": ("chart: jobset\naccelerator: a3mega\nrelease: r1\nvolumes: {ssdMountPath: /ssd}\n"
-                         "workload: {gpus: 16, image: i, enable_local_ckpt: true, enable_ckpt_cleaner: true, "
-                         "local_ckpt_dir: /ssd/c}\n", "$.workload.enable_ckpt_cleaner"),
-    "node-selector": ("chart: jobset\naccelerator: a3ultra\nrelease: r1\nworkload:\n  gpus: 16\n  image: i\n"
-                      "  nodeSelector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}\n",
-                      "$.workload.nodeSelector['cloud.google.com/gke-accelerator']"),
-    "nsys-steps": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
-                   "workload: {gpus: 16, image: i, profile: {enabled: true, startStep: 20, endStep: 5}}\n",
-                   "$.workload.profile.endStep"),
-    "nsys-steps-from-arguments": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i, "
-                                  "arguments: [model.nsys_profile.enabled=true, ++model.nsys_profile.end_step=3]}\n",
-                                  "$.workload.arguments"),
-    "nodes": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, nodes: 3, image: i}\n",
-              "$.workload.nodes"),
-    "nfs-server": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
-                   "volumes: {nfsMountPath: /nfs}\n", "$.volumes.nfsMountPath"),
-    "download-needs-ssd": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
-                           "gcsDownload: {source: 'gs://bkt/x'}\n", "$.gcsDownload.source"),
-    "download-target": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
-                        "volumes: {ssdMountPath: /ssd, gcsDownload: {source: 'gs://bkt/x', target: /ssdx}}\n",
-                        "$.volumes.gcsDownload.target"),
-    "gcs-bucket-needs-sidecar": ("chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
-                                 "workload: {gpus: 16, image: i, gcsBucketForDataCataPath: bkt}\n"
-                                 "volumes: {gcsVolumes: false}\n",
-                                 "$.workload.gcsBucketForDataCataPath"),
+    "hostname": (
+        "chart: jobset\naccelerator: a3ultra\nrelease: " + "r" * 51 + "\nworkload: {gpus: 16, image: i}\n",
+        "$.release",
+    ),
+    "hostname-suffix": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: " + "r" * 41 + "\n"
+        "workload: {gpus: 16, image: i, nameSuffix: " + "s" * 20 + "}\n",
+        None,
+    ),
+    "local-ckpt-needs-ssd": (
+        "chart: jobset\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i, enable_local_ckpt: true}\n",
+        "$.workload.enable_local_ckpt",
+    ),
+    "one-ckpt-cleaner": (
+        "chart: jobset\naccelerator: a3mega\nrelease: r1\nvolumes: {ssdMountPath: /ssd}\n"
+        "workload: {gpus: 16, image: i, enable_local_ckpt: true, enable_ckpt_cleaner: true, "
+        "local_ckpt_dir: /ssd/c}\n",
+        "$.workload.enable_ckpt_cleaner",
+    ),
+    "node-selector": (
+        "chart: jobset\naccelerator: a3ultra\nrelease: r1\nworkload:\n  gpus: 16\n  image: i\n"
+        "  nodeSelector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}\n",
+        "$.workload.nodeSelector['cloud.google.com/gke-accelerator']",
+    ),
+    "nsys-steps": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
+        "workload: {gpus: 16, image: i, profile: {enabled: true, startStep: 20, endStep: 5}}\n",
+        "$.workload.profile.endStep",
+    ),
+    "nsys-steps-from-arguments": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i, "
+        "arguments: [model.nsys_profile.enabled=true, ++model.nsys_profile.end_step=3]}\n",
+        "$.workload.arguments",
+    ),
+    "nodes": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, nodes: 3, image: i}\n",
+        "$.workload.nodes",
+    ),
+    "nfs-server": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+        "volumes: {nfsMountPath: /nfs}\n",
+        "$.volumes.nfsMountPath",
+    ),
+    "download-needs-ssd": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+        "gcsDownload: {source: 'gs://bkt/x'}\n",
+        "$.gcsDownload.source",
+    ),
+    "download-target": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\nworkload: {gpus: 16, image: i}\n"
+        "volumes: {ssdMountPath: /ssd, gcsDownload: {source: 'gs://bkt/x', target: /ssdx}}\n",
+        "$.volumes.gcsDownload.target",
+    ),
+    "gcs-bucket-needs-sidecar": (
+        "chart: nemo-training\naccelerator: a3ultra\nrelease: r1\n"
+        "workload: {gpus: 16, image: i, gcsBucketForDataCataPath: bkt}\n"
+        "volumes: {gcsVolumes: false}\n",
+        "$.workload.gcsBucketForDataCataPath",
+    ),
 }
 
 
@@ -317,8 +374,12 @@ def test_a_cross_field_rule_is_an_error_at_its_line_and_the_chart_agrees(tmp_pat
 
     data = yaml.safe_load(text)
     chart = ROOT / "charts" / data["accelerator"] / data["chart"]
-    proc = subprocess.run([str(HELM3), "template", data["release"], str(chart), "-f", str(values)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(HELM3), "template", data["release"], str(chart), "-f", str(values)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "execution error" in proc.stderr, proc.stderr
 
 
@@ -333,8 +394,12 @@ def test_the_hostname_rule_draws_the_line_where_the_chart_does(tmp_path, length,
         with pytest.raises(UserError) as raised:
             build_plans(values, {}, release=name)
         assert raised.value.problems[0].file == "command line"
-    proc = subprocess.run([str(HELM3), "template", name, str(ROOT / "charts/a3ultra/jobset"), "-f", str(values)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(HELM3), "template", name, str(ROOT / "charts/a3ultra/jobset"), "-f", str(values)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (proc.returncode == 0) is ok, proc.stderr
 
 
@@ -346,7 +411,9 @@ def test_a_chart_without_a_schema_is_said_to_be_unchecked(tmp_path):
     values = tmp_path / "values.yaml"
     values.write_text("chart: ./mychart\nrelease: r1\nanything: 1\n")
     plan = build_plans(values, {})[0]
-    assert any("has no values.schema.json" in warning and "not against a schema" in warning for warning in plan.warnings)
+    assert any(
+        "has no values.schema.json" in warning and "not against a schema" in warning for warning in plan.warnings
+    )
 
 
 def test_an_oci_chart_is_pulled_with_registry_flags_only(tmp_path, monkeypatch):
@@ -357,7 +424,7 @@ def test_an_oci_chart_is_pulled_with_registry_flags_only(tmp_path, monkeypatch):
     log = tmp_path / "calls.jsonl"
     helm = tmp_path / "helm"
     source = ROOT / "charts/a3ultra/jobset"
-    helm.write_text(f"""#!{__import__('sys').executable}
+    helm.write_text(f"""#!{__import__("sys").executable}
 import json, shutil, sys
 argv = sys.argv[1:]
 open({str(log)!r}, "a").write(json.dumps(argv) + "\\n")
@@ -371,10 +438,23 @@ if argv[:1] == ["pull"]:
     values.write_text("release: r1\nworkload: {gpus: 9223372036854775808, image: i}\n")
     extra = ["--namespace", "ns", "--plain-http", "--ca-file", "/ca.pem", "--wait"]
     with pytest.raises(UserError) as raised:
-        build_plans(values, {}, chart="oci://reg.example/c/jobset-a3ultra", version="7.7.7",
-                    pull_flags=plan_module.registry_flags(extra))
+        build_plans(
+            values,
+            {},
+            chart="oci://reg.example/c/jobset-a3ultra",
+            version="7.7.7",
+            pull_flags=plan_module.registry_flags(extra),
+        )
     assert [(p.line, p.json_path) for p in raised.value.problems] == [(2, "$.workload.gpus")]
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(calls) == 1 and calls[0][:2] == ["pull", "oci://reg.example/c/jobset-a3ultra"]
-    assert calls[0][2:] == ["--untar", "--untardir", calls[0][4], "--plain-http", "--ca-file", "/ca.pem",
-                            "--version", "7.7.7"]
+    assert calls[0][2:] == [
+        "--untar",
+        "--untardir",
+        calls[0][4],
+        "--plain-http",
+        "--ca-file",
+        "/ca.pem",
+        "--version",
+        "7.7.7",
+    ]

@@ -67,19 +67,27 @@ def rendered(env: dict[str, str], args: list[str]) -> list[tuple[str, str, str]]
     """(kind, namespace, name) of what `helm nemo template` renders: what an install must create."""
     out = ok(nemo(["template", *args], env)).stdout
     docs = [d for d in yaml.safe_load_all(out) if isinstance(d, dict)]
-    return sorted((d["kind"], "" if d["kind"] in CLUSTER_SCOPED else d["metadata"]["namespace"], d["metadata"]["name"])
-                  for d in docs)
+    return sorted(
+        (d["kind"], "" if d["kind"] in CLUSTER_SCOPED else d["metadata"]["namespace"], d["metadata"]["name"])
+        for d in docs
+    )
 
 
 def chart_objects(kube: KubeEmulator) -> list[tuple[str, str, str]]:
     """Everything stored except helm's release records and the emulated controller's ReplicaSets."""
-    return [o for o in kube.all_objects() if o[0] != "ReplicaSet"
-            and not (o[0] == "Secret" and o[2].startswith("sh.helm.release.v1."))]
+    return [
+        o
+        for o in kube.all_objects()
+        if o[0] != "ReplicaSet" and not (o[0] == "Secret" and o[2].startswith("sh.helm.release.v1."))
+    ]
 
 
 def release_secrets(kube: KubeEmulator, namespace: str) -> dict[str, str]:
-    return {s["metadata"]["name"]: s["metadata"]["labels"]["status"] for s in kube.objects("Secret", namespace)
-            if s["metadata"]["name"].startswith("sh.helm.release.v1.")}
+    return {
+        s["metadata"]["name"]: s["metadata"]["labels"]["status"]
+        for s in kube.objects("Secret", namespace)
+        if s["metadata"]["name"].startswith("sh.helm.release.v1.")
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -91,12 +99,18 @@ def test_protobuf_secret_decoding():
         return bytes([number << 3 | 2, len(payload)]) + payload
 
     meta = field(1, b"sh.helm.release.v1.r.v1") + field(3, b"ns") + field(11, field(1, b"owner") + field(2, b"helm"))
-    secret = field(1, meta) + field(2, field(1, b"release") + field(2, b"\x00\xffdata")) + field(3, b"helm.sh/release.v1")
+    secret = (
+        field(1, meta) + field(2, field(1, b"release") + field(2, b"\x00\xffdata")) + field(3, b"helm.sh/release.v1")
+    )
     body = b"k8s\x00" + field(1, field(1, b"v1") + field(2, b"Secret")) + field(2, secret)
     obj = decode_protobuf(body)
-    assert obj == {"apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
-                   "metadata": {"name": "sh.helm.release.v1.r.v1", "namespace": "ns", "labels": {"owner": "helm"}},
-                   "data": {"release": base64.b64encode(b"\x00\xffdata").decode()}}
+    assert obj == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "helm.sh/release.v1",
+        "metadata": {"name": "sh.helm.release.v1.r.v1", "namespace": "ns", "labels": {"owner": "helm"}},
+        "data": {"release": base64.b64encode(b"\x00\xffdata").decode()},
+    }
     with pytest.raises(ValueError):
         decode_protobuf(b'{"kind": "Secret"}')
 
@@ -108,8 +122,12 @@ def test_selectors_and_strategic_merge():
     assert label_selector_matches("status in (deployed, superseded),!gone", labels)
     assert not label_selector_matches("status notin (deployed),owner", labels)
     old = {"spec": {"containers": [{"name": "a", "image": "x:1", "args": ["1"]}, {"name": "b", "image": "y:1"}]}}
-    patch = {"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
-                      "containers": [{"name": "a", "image": "x:2", "args": ["2"]}, {"name": "b", "$patch": "delete"}]}}
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+            "containers": [{"name": "a", "image": "x:2", "args": ["2"]}, {"name": "b", "$patch": "delete"}],
+        }
+    }
     assert strategic_merge_patch(old, patch) == {"spec": {"containers": [{"name": "a", "image": "x:2", "args": ["2"]}]}}
 
 
@@ -117,23 +135,38 @@ def test_emulator_crud_watch_and_stop(tmp_path):
     import http.client
 
     with KubeEmulator() as kube:
-        host, port = kube.url[len("http://"):].split(":")
+        host, port = kube.url[len("http://") :].split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=5)
 
         def call(method, path, body=None, content_type="application/json"):
-            conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers={"Content-Type": content_type})
+            conn.request(
+                method,
+                path,
+                body=json.dumps(body) if body is not None else None,
+                headers={"Content-Type": content_type},
+            )
             response = conn.getresponse()
             return response.status, json.loads(response.read() or b"null")
 
         assert call("GET", "/api/v1/namespaces/a/configmaps/c")[0] == 404
-        status, created = call("POST", "/api/v1/namespaces/a/configmaps",
-                               {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"x": "1"}},
-                                "data": {"k": "v"}})
+        status, created = call(
+            "POST",
+            "/api/v1/namespaces/a/configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "c", "labels": {"x": "1"}},
+                "data": {"k": "v"},
+            },
+        )
         assert status == 201 and created["metadata"]["uid"] and created["metadata"]["namespace"] == "a"
         assert call("POST", "/api/v1/namespaces/a/configmaps", created)[0] == 409
-        status, patched = call("PATCH", "/api/v1/namespaces/a/configmaps/c", {"data": {"k": None, "n": "1"}},
-                               "application/merge-patch+json")
+        status, patched = call(
+            "PATCH",
+            "/api/v1/namespaces/a/configmaps/c",
+            {"data": {"k": None, "n": "1"}},
+            "application/merge-patch+json",
+        )
         assert status == 200 and patched["data"] == {"n": "1"}
         assert call("GET", "/api/v1/namespaces/a/configmaps?labelSelector=x%3D1")[1]["items"][0]["data"] == {"n": "1"}
         assert call("GET", "/api/v1/namespaces/b/configmaps")[1]["items"] == []
@@ -153,12 +186,16 @@ def test_emulator_fault_injection():
     import http.client
 
     with KubeEmulator() as kube:
-        host, port = kube.url[len("http://"):].split(":")
+        host, port = kube.url[len("http://") :].split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=5)
 
         def call(method, path, body=None):
-            conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers={"Content-Type": "application/json"})
+            conn.request(
+                method,
+                path,
+                body=json.dumps(body) if body is not None else None,
+                headers={"Content-Type": "application/json"},
+            )
             response = conn.getresponse()
             return response.status, json.loads(response.read() or b"null"), response.getheader("Retry-After")
 
@@ -169,8 +206,16 @@ def test_emulator_fault_injection():
         fault = kube.fail_next(("POST", "PUT"), "configmaps", status=503, message="etcd leader changed", times=2)
         status, body, retry_after = call("POST", "/api/v1/namespaces/a/configmaps", cm)
         assert (status, retry_after) == (503, None)  # no Retry-After: client-go does not retry
-        assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                        "message": "etcd leader changed", "reason": "ServiceUnavailable", "details": {}, "code": 503}
+        assert body == {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": "etcd leader changed",
+            "reason": "ServiceUnavailable",
+            "details": {},
+            "code": 503,
+        }
         assert kube.objects("ConfigMap") == []  # the request was not served
         assert call("GET", "/api/v1/namespaces/a/configmaps/c")[0] == 404  # GET does not match
         assert call("POST", "/api/v1/namespaces/a/configmaps", cm)[0] == 503
@@ -218,17 +263,53 @@ def test_plain_helm_install_list_upgrade_uninstall(helm, kube, env):
     assert [(r["name"], r["status"], r["revision"]) for r in json.loads(listed)] == [("r", "deployed", "1")]
     assert json.loads(ok(run([binary, "list", "-n", "team-b", "-o", "json"], env)).stdout) == []
 
-    ok(run([binary, "upgrade", "r", str(JOBSET_CHART), *BUCKET_SET, *stamp, "--set", "workload.annotations.team=a",
-            "-n", "team-a"], env))
+    ok(
+        run(
+            [
+                binary,
+                "upgrade",
+                "r",
+                str(JOBSET_CHART),
+                *BUCKET_SET,
+                *stamp,
+                "--set",
+                "workload.annotations.team=a",
+                "-n",
+                "team-a",
+            ],
+            env,
+        )
+    )
     assert kube.get("JobSet", "r", "team-a")["metadata"]["annotations"]["team"] == "a"
-    assert release_secrets(kube, "team-a") == {"sh.helm.release.v1.r.v1": "superseded",
-                                               "sh.helm.release.v1.r.v2": "deployed"}
+    assert release_secrets(kube, "team-a") == {
+        "sh.helm.release.v1.r.v1": "superseded",
+        "sh.helm.release.v1.r.v2": "deployed",
+    }
     # More GPUs change the pod template (NNODES, ...): the JobSet webhook refuses, as on the real control plane.
-    proc = run([binary, "upgrade", "r", str(JOBSET_CHART), *BUCKET_SET, *stamp, "--set", "workload.annotations.team=a",
-                "--set", "workload.gpus=16", "-n", "team-a"], env)
+    proc = run(
+        [
+            binary,
+            "upgrade",
+            "r",
+            str(JOBSET_CHART),
+            *BUCKET_SET,
+            *stamp,
+            "--set",
+            "workload.annotations.team=a",
+            "--set",
+            "workload.gpus=16",
+            "-n",
+            "team-a",
+        ],
+        env,
+    )
     assert proc.returncode == 1
-    assert 'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "r" is invalid: ' \
-           'spec.replicatedJobs: Invalid value: ' in proc.stderr and "field is immutable" in proc.stderr
+    assert (
+        'admission webhook "vjobset.kb.io" denied the request: JobSet.jobset.x-k8s.io "r" is invalid: '
+        "spec.replicatedJobs: Invalid value: "
+        in proc.stderr
+        and "field is immutable" in proc.stderr
+    )
     parallelism = kube.get("JobSet", "r", "team-a")["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
     assert parallelism == 1
     assert release_secrets(kube, "team-a")["sh.helm.release.v1.r.v3"] == "failed"
@@ -243,8 +324,14 @@ def test_plain_helm_install_list_upgrade_uninstall(helm, kube, env):
 
 
 def test_install_into_taken_name_fails_and_changes_nothing(helm, kube, env):
-    kube.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r-config", "namespace": "team-a"},
-              "data": {"mine": "yes"}})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "r-config", "namespace": "team-a"},
+            "data": {"mine": "yes"},
+        }
+    )
     proc = run([str(helm.binary), "install", "r", str(JOBSET_CHART), *BUCKET_SET, "-n", "team-a"], env)
     assert proc.returncode != 0
     assert "r-config" in proc.stderr and "exists" in proc.stderr
@@ -261,9 +348,12 @@ def test_nemo_install_and_uninstall_recipe(helm, kube, env):
     assert kube.requests == []  # rendering needs no cluster
     proc = ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env))
     assert [line for line in proc.stderr.splitlines() if line.startswith("[")] == [
-        f"[{n}/3] install {name} ({path})" for n, (name, path) in enumerate(
-            zip(RECIPE_RELEASES, ["charts/supervisor", "charts/gcs-fuse", "charts/a3ultra/jobset"]), start=1)
-        for path in [str(ROOT / path)]]
+        f"[{n}/3] install {name} ({path})"
+        for n, (name, path) in enumerate(
+            zip(RECIPE_RELEASES, ["charts/supervisor", "charts/gcs-fuse", "charts/a3ultra/jobset"]), start=1
+        )
+        for path in [str(ROOT / path)]
+    ]
 
     assert chart_objects(kube) == expected
     assert {k for k, _, _ in expected} >= {"JobSet", "Deployment", "DaemonSet", "ClusterRole", "PersistentVolume"}
@@ -271,8 +361,10 @@ def test_nemo_install_and_uninstall_recipe(helm, kube, env):
     # In order: each release record is created before the next release starts.
     record_posts = [r for r in kube.requests if r.method == "POST" and r.path == "/api/v1/namespaces/ml-team/secrets"]
     assert len(record_posts) == 3
-    created = [s["metadata"]["name"] for s in sorted(kube.objects("Secret", "ml-team"),
-                                                     key=lambda s: int(s["metadata"]["resourceVersion"]))]
+    created = [
+        s["metadata"]["name"]
+        for s in sorted(kube.objects("Secret", "ml-team"), key=lambda s: int(s["metadata"]["resourceVersion"]))
+    ]
     assert created == [f"sh.helm.release.v1.{r}.v1" for r in RECIPE_RELEASES]
     jobset = kube.get("JobSet", "llama31-405b", "ml-team")
     assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "queue-1"
@@ -283,7 +375,8 @@ def test_nemo_install_and_uninstall_recipe(helm, kube, env):
 
     proc = ok(nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env))
     assert [line for line in proc.stderr.splitlines() if line.startswith("[")] == [
-        f"[{n}/3] uninstall {name}" for n, name in enumerate(reversed(RECIPE_RELEASES), start=1)]
+        f"[{n}/3] uninstall {name}" for n, name in enumerate(reversed(RECIPE_RELEASES), start=1)
+    ]
     assert kube.all_objects() == []
 
 
@@ -306,8 +399,14 @@ def test_nemo_schema_error_exits_2_and_sends_nothing(helm, kube, env, tmp_path):
 
 def test_nemo_install_failure_stops_and_says_what_is_installed(helm, kube, env):
     # The storage release's PV name is taken: release 1 installs, release 2 fails, release 3 never starts.
-    kube.put({"apiVersion": "v1", "kind": "PersistentVolume",
-              "metadata": {"name": "llama31-405b-storage-llama31-405b-checkpoints-pv"}, "spec": {}})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "llama31-405b-storage-llama31-405b-checkpoints-pv"},
+            "spec": {},
+        }
+    )
     proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env)
     assert proc.returncode == 1, proc.stderr
     assert "install of llama31-405b-storage failed" in proc.stderr
@@ -362,7 +461,11 @@ def test_helm_nemo_plugin_install_and_uninstall(helm, kube, plugin_home, tmp_pat
 
 
 def test_nemo_atomic_waits_for_ready_objects(helm, kube, env):
-    proc = ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "60s"], env))
+    proc = ok(
+        nemo(
+            ["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "60s"], env
+        )
+    )
     assert "deprecated" not in proc.stderr  # Helm 4 got --rollback-on-failure, not --atomic
     assert release_secrets(kube, "ml-team") == {f"sh.helm.release.v1.{r}.v1": "deployed" for r in RECIPE_RELEASES}
     if helm.name == "helm4":  # kstatus watcher: watch-list streams of each kind
@@ -377,7 +480,9 @@ def test_nemo_atomic_waits_for_ready_objects(helm, kube, env):
 
 def test_nemo_atomic_rolls_back_when_not_ready(helm, kube, env):
     kube.ready = False  # no controller: Deployments never become available
-    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "1s"], env)
+    proc = nemo(
+        ["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "1s"], env
+    )
     assert proc.returncode == 1, proc.stderr
     assert "install of llama31-405b-supervisor failed" in proc.stderr
     assert "Installed by this run: none." in proc.stderr
@@ -410,7 +515,8 @@ def _assert_create_failed_once(helm, fault) -> None:
     daemonsets = "/apis/apps/v1/namespaces/ml-team/daemonsets"
     if helm.name == "helm4":
         assert [(r.method, r.path, r.content_type) for r in fault.fired] == [
-            ("PATCH", f"{daemonsets}/{DAEMONSET}", "application/apply-patch+yaml")]
+            ("PATCH", f"{daemonsets}/{DAEMONSET}", "application/apply-patch+yaml")
+        ]
     else:
         assert [(r.method, r.path) for r in fault.fired] == [("POST", daemonsets)]
 
@@ -437,10 +543,13 @@ def test_nemo_install_server_error_leaves_a_failed_release(helm, kube, env):
     helm_error = next(line for line in proc.stderr.splitlines() if line.startswith("Error:"))
     assert helm_error.startswith("Error: INSTALLATION FAILED:")
     assert ETCD_TIMEOUT in (helm_error if helm.name == "helm4" else proc.stderr)
-    assert f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." \
-        in proc.stderr
-    assert f"  to remove {SUPERVISOR}, if helm left it behind as failed: " \
-           f"helm nemo uninstall --values {RECIPE} -n ml-team" in proc.stderr.splitlines()
+    assert (
+        f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." in proc.stderr
+    )
+    assert (
+        f"  to remove {SUPERVISOR}, if helm left it behind as failed: "
+        f"helm nemo uninstall --values {RECIPE} -n ml-team" in proc.stderr.splitlines()
+    )
     _assert_only_the_supervisor_was_attempted(proc, kube)
 
     # Without --atomic neither helm cleans up: it goes on creating the kinds after the DaemonSet
@@ -458,17 +567,22 @@ def test_nemo_install_server_error_leaves_a_failed_release(helm, kube, env):
 
 def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env):
     fault = _fail_supervisor_daemonset(helm, kube)
-    proc = nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "5s"], env)
+    proc = nemo(
+        ["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team", "--atomic", "--timeout", "5s"], env
+    )
 
     assert proc.returncode == 1, proc.stderr
     _assert_create_failed_once(helm, fault)
     assert "deprecated" not in proc.stderr  # Helm 4 got --rollback-on-failure, not --atomic
     flag = "rollback-on-failure" if helm.name == "helm4" else "atomic"
-    assert f"Error: INSTALLATION FAILED: release {SUPERVISOR} failed, and has been uninstalled due to {flag} " \
-           "being set" in proc.stderr
+    assert (
+        f"Error: INSTALLATION FAILED: release {SUPERVISOR} failed, and has been uninstalled due to {flag} "
+        "being set" in proc.stderr
+    )
     assert ETCD_TIMEOUT in proc.stderr
-    assert f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." \
-        in proc.stderr
+    assert (
+        f"helm nemo: install of {SUPERVISOR} failed (helm exit 1); stopped. Installed by this run: none." in proc.stderr
+    )
     assert "to remove" not in proc.stderr  # helm removed it; nothing was installed before it
     _assert_only_the_supervisor_was_attempted(proc, kube)
 
@@ -476,7 +590,7 @@ def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env
     # the manifest (the DaemonSet that was never created too: its 404 is ignored), then the release
     # record goes. Nothing is left, not even a record (a plain uninstall keeps no history).
     failed_at = next(i for i, r in enumerate(kube.requests) if r is fault.fired[0])
-    after = kube.requests[failed_at + 1:]
+    after = kube.requests[failed_at + 1 :]
     deletes = [r.path for r in after if r.method == "DELETE"]
     assert f"/apis/apps/v1/namespaces/ml-team/daemonsets/{DAEMONSET}" in deletes
     assert deletes[-1] == f"/api/v1/namespaces/ml-team/secrets/sh.helm.release.v1.{SUPERVISOR}.v1"
@@ -487,8 +601,9 @@ def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env
         # watch-list stream per kind) before it deletes the record.
         assert "/apis/apps/v1/namespaces/ml-team/daemonsets" in watches
         last_watch = max(i for i, r in enumerate(after) if r.query.get("watch") == "true")
-        assert after[last_watch + 1:] and any(r.method == "DELETE" and "/secrets/" in r.path
-                                              for r in after[last_watch + 1:])
+        assert after[last_watch + 1 :] and any(
+            r.method == "DELETE" and "/secrets/" in r.path for r in after[last_watch + 1 :]
+        )
     else:
         # Helm 3's atomic uninstall does not wait for the deletions (and the create failed before
         # any --wait started): no watch, no readiness polling.
@@ -498,16 +613,19 @@ def test_nemo_atomic_install_server_error_uninstalls_the_release(helm, kube, env
 def test_nemo_uninstall_server_error_goes_on_and_names_the_release(helm, kube, env):
     ok(nemo(["install", "--no-preflight", "--values", str(RECIPE), "-n", "ml-team"], env))
     unavailable = "the server is currently unable to handle the request"
-    fault = kube.fail_next("DELETE", "JobSet", name="llama31-405b", namespace="ml-team", status=503,
-                           message=unavailable)
+    fault = kube.fail_next(
+        "DELETE", "JobSet", name="llama31-405b", namespace="ml-team", status=503, message=unavailable
+    )
     proc = nemo(["uninstall", "--values", str(RECIPE), "-n", "ml-team"], env)
 
     assert proc.returncode == 1, proc.stderr
     assert [(r.method, r.path) for r in fault.fired] == [
-        ("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml-team/jobsets/llama31-405b")]
+        ("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml-team/jobsets/llama31-405b")
+    ]
     lines = proc.stderr.splitlines()
     assert [line for line in lines if line.startswith("[")] == [
-        f"[{n}/3] uninstall {name}" for n, name in enumerate(reversed(RECIPE_RELEASES), start=1)]
+        f"[{n}/3] uninstall {name}" for n, name in enumerate(reversed(RECIPE_RELEASES), start=1)
+    ]
     # Both helms say only which release; the server's message is in their --debug log, not the error.
     assert "Error: failed to delete release: llama31-405b" in lines
     assert unavailable not in proc.stderr
@@ -517,8 +635,10 @@ def test_nemo_uninstall_server_error_goes_on_and_names_the_release(helm, kube, e
     assert f'release "{SUPERVISOR}" uninstalled' in proc.stdout
     # helm itself went on past the failed object (the ConfigMaps are deleted), then stopped before
     # deleting the release record: it stays, status "uninstalling", with the JobSet it still owns.
-    assert kube.all_objects() == [("JobSet", "ml-team", "llama31-405b"),
-                                  ("Secret", "ml-team", "sh.helm.release.v1.llama31-405b.v1")]
+    assert kube.all_objects() == [
+        ("JobSet", "ml-team", "llama31-405b"),
+        ("Secret", "ml-team", "sh.helm.release.v1.llama31-405b.v1"),
+    ]
     assert release_secrets(kube, "ml-team") == {"sh.helm.release.v1.llama31-405b.v1": "uninstalling"}
 
     # Running it again (the fault fired once) finishes the job.
@@ -532,9 +652,24 @@ def test_upgrade_patches_give_what_a_fresh_install_gives(helm, kube, env):
     Helm 4 with server-side apply: either way the result must equal a fresh install of the new values."""
     binary, chart = str(helm.binary), str(ROOT / "charts/supervisor")
     v1 = ["--set", "project=proj-1234"]
-    v2 = v1 + ["--set", "actuator.port=60090", "--set", "sensor.image=example.com/sensor:2", "--set", "watchdogs={ecc}",
-               "--set", "nodeSelector.pool=gpu", "--set", "heartbeat_timeout_s=45", "--set", "serviceAccount.create=false",
-               "--set", "serviceAccount.name=existing-sa", "--set-json", 'tolerations=[{"key":"gpu","operator":"Exists"}]']
+    v2 = v1 + [
+        "--set",
+        "actuator.port=60090",
+        "--set",
+        "sensor.image=example.com/sensor:2",
+        "--set",
+        "watchdogs={ecc}",
+        "--set",
+        "nodeSelector.pool=gpu",
+        "--set",
+        "heartbeat_timeout_s=45",
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        "serviceAccount.name=existing-sa",
+        "--set-json",
+        'tolerations=[{"key":"gpu","operator":"Exists"}]',
+    ]
     ok(run([binary, "install", "s", chart, *v1, "-n", "ns-upgraded"], env))
     first = kube.get("Deployment", "s-actuator-deployment", "ns-upgraded")
     ok(run([binary, "upgrade", "s", chart, *v2, "-n", "ns-upgraded"], env))

@@ -79,8 +79,13 @@ def test_job_timestamp_and_uuid(helm, acc):
     assert env["JOB_UUID"] == {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/jobset-uid']"}}
     js = jobset_of(
         helm.template(
-            "train", chart(acc), *BASE, "--set", "workload.jobTimestamp=2026-11-22-10-00-00",
-            "--set", "workload.jobUUID=2f2fb044-7b04-44f9-8bb1-9d0a56f8d6f0",
+            "train",
+            chart(acc),
+            *BASE,
+            "--set",
+            "workload.jobTimestamp=2026-11-22-10-00-00",
+            "--set",
+            "workload.jobUUID=2f2fb044-7b04-44f9-8bb1-9d0a56f8d6f0",
         ).stdout
     )
     env = env_of(workload(js))
@@ -114,8 +119,15 @@ def test_default_interfaces_come_from_the_profile(helm, acc):
 @pytest.mark.parametrize("acc", GKE)
 def test_target_and_avoid_nodes_merge_into_one_term(helm, acc):
     out = helm.template(
-        "train", chart(acc), *BASE, "--set", "targetNodes={n1,n2}", "--set", "avoidNodes={n3}",
-        "--set", "targetNodepools={pool-a}",
+        "train",
+        chart(acc),
+        *BASE,
+        "--set",
+        "targetNodes={n1,n2}",
+        "--set",
+        "avoidNodes={n3}",
+        "--set",
+        "targetNodepools={pool-a}",
     ).stdout
     assert out.count("nodeSelectorTerms:") == 1
     terms = pod_spec(jobset_of(out))["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
@@ -148,9 +160,15 @@ def test_gpu_arithmetic_follows_the_profile(helm, acc):
 
 def test_secrets_stay_in_secret_key_refs(helm):
     out = helm.template(
-        "train", chart("a4"), *BASE, "--set", "workload.envs[0].name=HF_TOKEN",
-        "--set", "workload.envs[0].valueFrom.secretKeyRef.name=hf-token",
-        "--set", "workload.envs[0].valueFrom.secretKeyRef.key=token",
+        "train",
+        chart("a4"),
+        *BASE,
+        "--set",
+        "workload.envs[0].name=HF_TOKEN",
+        "--set",
+        "workload.envs[0].valueFrom.secretKeyRef.name=hf-token",
+        "--set",
+        "workload.envs[0].valueFrom.secretKeyRef.key=token",
     ).stdout
     env = env_of(workload(jobset_of(out)))
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
@@ -200,8 +218,7 @@ def test_schema_rejects(helm, args, needle):
 def test_legacy_literal_keys_are_accepted_and_ignored(helm, tmp_path):
     values = tmp_path / "legacy.yaml"
     values.write_text(
-        "workload:\n  gpus: 16\n  image: img:1\n  defaultArguments[]:\n  arguments[]:\n"
-        "network:\n  subnetworks[]:\n"
+        "workload:\n  gpus: 16\n  image: img:1\n  defaultArguments[]:\n  arguments[]:\nnetwork:\n  subnetworks[]:\n"
     )
     run_time = ["--set", f"workload.jobTimestamp={JOB_TIMESTAMP}"]  # the two renders may straddle a second
     with_legacy = helm.template("train", chart("a3ultra"), "-f", str(values), *BASE, *run_time).stdout

@@ -13,9 +13,19 @@ CHARTS = sorted(p.parent for p in (ROOT / "charts").rglob("Chart.yaml"))
 
 def test_every_kind_and_accelerator_is_linted():
     names = {str(c.relative_to(ROOT / "charts")) for c in CHARTS}
-    assert {"a3ultra/jobset", "p5en/nemo-training", "a4x-max/jobset", "g4/jobset", "supervisor", "gcs-fuse", "fsx-lustre",
-            "a3ultra/nccl-test"} <= names
-    assert len(CHARTS) == 22  # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, a3ultra nccl-test, 3 accelerator-independent
+    assert {
+        "a3ultra/jobset",
+        "p5en/nemo-training",
+        "a4x-max/jobset",
+        "g4/jobset",
+        "supervisor",
+        "gcs-fuse",
+        "fsx-lustre",
+        "a3ultra/nccl-test",
+    } <= names
+    assert (
+        len(CHARTS) == 22
+    )  # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, a3ultra nccl-test, 3 accelerator-independent
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=[str(c.relative_to(ROOT / "charts")) for c in CHARTS])

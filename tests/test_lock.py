@@ -72,7 +72,8 @@ def test_the_lock_pins_every_declared_dependency_within_its_range(lock, extras):
         name = canonical(requirement.name)
         assert name in locked, f"{lock.name} does not lock {name} (pyproject.toml needs it): run `make lock`"
         assert requirement.specifier.contains(locked[name].version, prereleases=True), (
-            f"{lock.name}: {name}=={locked[name].version} is outside pyproject.toml's {requirement}: run `make lock`")
+            f"{lock.name}: {name}=={locked[name].version} is outside pyproject.toml's {requirement}: run `make lock`"
+        )
 
 
 def test_every_pin_has_a_hash_and_the_locks_agree():
@@ -80,8 +81,9 @@ def test_every_pin_has_a_hash_and_the_locks_agree():
     for lock, pins in (("runtime.lock", runtime), ("dev.lock", dev)):
         for name, pin in pins.items():
             assert pin.hashes, f"{lock}: {name} has no hash"
-    assert {name: pin.version for name, pin in runtime.items()} == {
-        name: dev[name].version for name in runtime}, "dev.lock must hold runtime.lock's versions (make lock)"
+    assert {name: pin.version for name, pin in runtime.items()} == {name: dev[name].version for name in runtime}, (
+        "dev.lock must hold runtime.lock's versions (make lock)"
+    )
 
 
 def test_the_project_environment_is_the_lock():
@@ -89,4 +91,6 @@ def test_the_project_environment_is_the_lock():
     shows up here)."""
     for name, pin in read_lock(DEV).items():
         if pin.applies():
-            assert metadata.version(name) == pin.version, f"{name}: installed {metadata.version(name)}, locked {pin.version} (make setup)"
+            assert metadata.version(name) == pin.version, (
+                f"{name}: installed {metadata.version(name)}, locked {pin.version} (make setup)"
+            )

@@ -78,8 +78,13 @@ def test_a_value_of_the_wrong_type_never_crashes_and_is_reported_once(seed):
         try:
             problems = validate_manifests([doc], kube_version=kube)
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as err:
-            crashes.append((*where, "".join(traceback.format_exception_only(err)).strip(),
-                            traceback.extract_tb(err.__traceback__)[-1][:2]))
+            crashes.append(
+                (
+                    *where,
+                    "".join(traceback.format_exception_only(err)).strip(),
+                    traceback.extract_tb(err.__traceback__)[-1][:2],
+                )
+            )
             continue
         if not _schema_rejects(doc, kube):
             continue  # the new value is one the schema allows (null in a CRD, a string for int-or-string, ...)
@@ -89,9 +94,13 @@ def test_a_value_of_the_wrong_type_never_crashes_and_is_reported_once(seed):
         # reading what a string says where the schema also takes a number (a quantity "x": the schema's
         # pattern and the quantity check both speak), and a check saying what is missing where the new value
         # is null (null reads as absent, as the API server drops it: `nvidia.com/gpu: null` requests no GPUs)
-        others = [p for p in problems if p.check not in FIRST_HAND
-                  and not (isinstance(new, str) and p.path == json_path(path))
-                  and not (new is None and p.check in ("gpu-count", "fabric"))]
+        others = [
+            p
+            for p in problems
+            if p.check not in FIRST_HAND
+            and not (isinstance(new, str) and p.path == json_path(path))
+            and not (new is None and p.check in ("gpu-count", "fabric"))
+        ]
         if others:
             second.append((*where, format_problems(others)))
     assert count > 3000
@@ -114,24 +123,28 @@ POD = "$.spec.replicatedJobs[0].template.spec.template.spec"
 def _set_pod(key, value):
     def plant(doc):
         _pod_spec(doc)[key] = value
+
     return plant
 
 
 def _set_container(key, value):
     def plant(doc):
         _pod_spec(doc)["containers"][0][key] = value
+
     return plant
 
 
 def _set_meta(key, value):
     def plant(doc):
         doc["metadata"][key] = value
+
     return plant
 
 
 def _set_label(key, value):
     def plant(doc):
         doc["metadata"]["labels"][key] = value
+
     return plant
 
 
@@ -139,42 +152,67 @@ def _set_label(key, value):
 CASES = [
     ("metadata-a-string", lambda d: d.__setitem__("metadata", "x"), "$.metadata"),
     ("labels-a-list", _set_meta("labels", [1]), "$.metadata.labels"),
-    ("label-value-an-int", _set_label("a", 1), '$.metadata.labels.a'),
+    ("label-value-an-int", _set_label("a", 1), "$.metadata.labels.a"),
     ("annotations-a-string", _set_meta("annotations", "x"), "$.metadata.annotations"),
     ("name-an-int", _set_meta("name", 7), "$.metadata.name"),
     ("namespace-a-list", _set_meta("namespace", ["a"]), "$.metadata.namespace"),
     ("spec-a-list", lambda d: d.__setitem__("spec", []), "$.spec"),
     ("replicated-jobs-a-string", lambda d: d["spec"].__setitem__("replicatedJobs", "x"), "$.spec.replicatedJobs"),
-    ("pod-spec-a-string", lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]["template"].__setitem__(
-        "spec", "x"), "$.spec.replicatedJobs[0].template.spec.template.spec"),
+    (
+        "pod-spec-a-string",
+        lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]["template"].__setitem__("spec", "x"),
+        "$.spec.replicatedJobs[0].template.spec.template.spec",
+    ),
     ("containers-a-string", _set_pod("containers", "x"), POD + ".containers"),
     ("containers-ints", _set_pod("containers", [1, 2]), POD + ".containers[0]"),
     ("init-containers-an-int", _set_pod("initContainers", 7), POD + ".initContainers"),
     ("volumes-a-string", _set_pod("volumes", "x"), POD + ".volumes"),
     ("volumes-ints", _set_pod("volumes", [1]), POD + ".volumes[0]"),
     ("node-selector-a-list", _set_pod("nodeSelector", ["a"]), POD + ".nodeSelector"),
-    ("node-selector-value-an-int", lambda d: _pod_spec(d)["nodeSelector"].__setitem__(
-        "cloud.google.com/gke-accelerator", 7), POD + '.nodeSelector["cloud.google.com/gke-accelerator"]'),
+    (
+        "node-selector-value-an-int",
+        lambda d: _pod_spec(d)["nodeSelector"].__setitem__("cloud.google.com/gke-accelerator", 7),
+        POD + '.nodeSelector["cloud.google.com/gke-accelerator"]',
+    ),
     ("host-network-a-list", _set_pod("hostNetwork", [1]), POD + ".hostNetwork"),
     ("env-a-string", _set_container("env", "x"), POD + ".containers[0].env"),
     ("env-ints", _set_container("env", [1, 2]), POD + ".containers[0].env[0]"),
     ("resources-a-string", _set_container("resources", "x"), POD + ".containers[0].resources"),
-    ("limits-a-list", lambda d: _pod_spec(d)["containers"][0]["resources"].__setitem__("limits", [1]),
-     POD + ".containers[0].resources.limits"),
-    ("gpu-limit-a-mapping", lambda d: _pod_spec(d)["containers"][0]["resources"]["limits"].__setitem__(
-        "nvidia.com/gpu", {"x": 1}), POD + '.containers[0].resources.limits["nvidia.com/gpu"]'),
+    (
+        "limits-a-list",
+        lambda d: _pod_spec(d)["containers"][0]["resources"].__setitem__("limits", [1]),
+        POD + ".containers[0].resources.limits",
+    ),
+    (
+        "gpu-limit-a-mapping",
+        lambda d: _pod_spec(d)["containers"][0]["resources"]["limits"].__setitem__("nvidia.com/gpu", {"x": 1}),
+        POD + '.containers[0].resources.limits["nvidia.com/gpu"]',
+    ),
     ("volume-mounts-a-mapping", _set_container("volumeMounts", {"x": 1}), POD + ".containers[0].volumeMounts"),
-    ("mount-name-a-mapping", lambda d: _pod_spec(d)["containers"][0]["volumeMounts"][0].__setitem__(
-        "name", {"x": 1}), POD + ".containers[0].volumeMounts[0].name"),
+    (
+        "mount-name-a-mapping",
+        lambda d: _pod_spec(d)["containers"][0]["volumeMounts"][0].__setitem__("name", {"x": 1}),
+        POD + ".containers[0].volumeMounts[0].name",
+    ),
     ("container-name-an-int", _set_container("name", 7), POD + ".containers[0].name"),
     ("ports-true", _set_container("ports", True), POD + ".containers[0].ports"),
-    ("accelerator-label-a-list", _set_label("helm-nemo.dev/accelerator", [1, 2]),
-     '$.metadata.labels["helm-nemo.dev/accelerator"]'),
-    ("accelerator-label-true", _set_label("helm-nemo.dev/accelerator", True),
-     '$.metadata.labels["helm-nemo.dev/accelerator"]'),
-    ("interfaces-annotation-an-int", lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
-        "metadata"]["annotations"].__setitem__("networking.gke.io/interfaces", 7),
-     '$.spec.replicatedJobs[0].template.spec.template.metadata.annotations["networking.gke.io/interfaces"]'),
+    (
+        "accelerator-label-a-list",
+        _set_label("helm-nemo.dev/accelerator", [1, 2]),
+        '$.metadata.labels["helm-nemo.dev/accelerator"]',
+    ),
+    (
+        "accelerator-label-true",
+        _set_label("helm-nemo.dev/accelerator", True),
+        '$.metadata.labels["helm-nemo.dev/accelerator"]',
+    ),
+    (
+        "interfaces-annotation-an-int",
+        lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"].__setitem__(
+            "networking.gke.io/interfaces", 7
+        ),
+        '$.spec.replicatedJobs[0].template.spec.template.metadata.annotations["networking.gke.io/interfaces"]',
+    ),
 ]
 
 
@@ -188,15 +226,41 @@ def test_a_part_of_the_wrong_type_is_one_schema_problem(plant, path):
     assert {p.check for p in problems} == {"schema"}, shown
 
 
-@pytest.mark.parametrize("kind", ["Pod", "Deployment", "CronJob", "PyTorchJob", "LeaderWorkerSet", "Service",
-                                  "ConfigMap", "PersistentVolume", "PersistentVolumeClaim"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "Pod",
+        "Deployment",
+        "CronJob",
+        "PyTorchJob",
+        "LeaderWorkerSet",
+        "Service",
+        "ConfigMap",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+    ],
+)
 @pytest.mark.parametrize("value", REPLACEMENTS, ids=_type)
 def test_every_kind_with_a_spec_or_data_of_the_wrong_type(kind, value):
     """The kinds pod_templates and the checks look into, built by hand, their spec (data) of each wrong type."""
-    doc = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "a"}, "spec": copy.deepcopy(value),
-           "data": copy.deepcopy(value)}
-    for key in ("template", "jobTemplate", "replicatedJobs", "pytorchReplicaSpecs", "leaderWorkerTemplate",
-                "ports", "capacity", "resources", "selector"):
+    doc = {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {"name": "a"},
+        "spec": copy.deepcopy(value),
+        "data": copy.deepcopy(value),
+    }
+    for key in (
+        "template",
+        "jobTemplate",
+        "replicatedJobs",
+        "pytorchReplicaSpecs",
+        "leaderWorkerTemplate",
+        "ports",
+        "capacity",
+        "resources",
+        "selector",
+    ):
         nested = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "a"}, "spec": {key: copy.deepcopy(value)}}
         validate_manifests([nested])
     validate_manifests([doc])  # unknown kinds or schema problems, never an exception
@@ -206,9 +270,11 @@ def test_mapping_keys_that_are_not_strings_are_read_as_the_api_server_reads_them
     """YAML `1:`, `true:`, `null:` keys reach the API server as the JSON strings "1", "true", "null"
     (sigs.k8s.io/yaml); the check reads them so too, instead of crashing on an int key (was:
     `helm nemo: 'int' object is not iterable`, exit 1)."""
-    text = ("apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  1: x\n  ports: [{port: 80}]\n---\n"
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations: {2: b, true: c}\n"
-            "  labels: {null: d}\ndata:\n  3: y\n")
+    text = (
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  1: x\n  ports: [{port: 80}]\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations: {2: b, true: c}\n"
+        "  labels: {null: d}\ndata:\n  3: y\n"
+    )
     problems = validate_manifests(text)
     assert [(p.kind, p.path, p.message) for p in problems] == [("Service", '$.spec["1"]', "unknown field '1'")]
     config_map = mv.parse_documents(text)[0][1].data

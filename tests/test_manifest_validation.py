@@ -65,9 +65,15 @@ def test_every_golden_validates_clean(golden):
     # as helm nemo does (actions/lint.kube_version_for)
     from helm_nemo.generate.profiles import load_profiles
 
-    minimums = [load_profiles()[acc].get("minKubernetesVersion") for acc in
-                {d["metadata"]["labels"].get("helm-nemo.dev/accelerator") for d in golden_docs(rel)
-                 if (d.get("metadata") or {}).get("labels")} if acc]
+    minimums = [
+        load_profiles()[acc].get("minKubernetesVersion")
+        for acc in {
+            d["metadata"]["labels"].get("helm-nemo.dev/accelerator")
+            for d in golden_docs(rel)
+            if (d.get("metadata") or {}).get("labels")
+        }
+        if acc
+    ]
     kube = max([m for m in minimums if m] or ["1.32"], key=lambda v: tuple(int(x) for x in v.split(".")))
     problems = validate_manifests(golden.read_text(), kube_version=kube)
     got = sorted((p.check, f"{p.kind}/{p.name}", p.path) for p in problems)
@@ -109,8 +115,11 @@ def jobset() -> dict:
 
 
 def pod(doc: dict) -> dict:
-    return doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet" \
+    return (
+        doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        if doc["kind"] == "JobSet"
         else doc["spec"]["template"]["spec"]
+    )
 
 
 def efa_job() -> dict:
@@ -176,8 +185,9 @@ def plant_bad_mount(doc):
 
 
 def plant_bad_interfaces(doc):
-    doc["spec"]["template"]["metadata"]["annotations"]["networking.gke.io/interfaces"] = \
+    doc["spec"]["template"]["metadata"]["annotations"]["networking.gke.io/interfaces"] = (
         '[{"interfaceName":"eth0","network":"default"},]'  # the trailing-comma template bug
+    )
     return doc
 
 
@@ -251,13 +261,18 @@ PLANTED = [
     ("dns-name", jobset, plant_dns_name, "dns-name", "$.metadata.name"),
     ("jobset-pod-names", jobset, plant_long_jobset, "derived-name", "$.spec.replicatedJobs[0].name"),
     ("indexed-job-hostname", efa_job, plant_long_indexed_job, "derived-name", "$.metadata.name"),
-    ("label", efa_job, plant_label, "label", '$.metadata.labels.team'),
+    ("label", efa_job, plant_label, "label", "$.metadata.labels.team"),
     ("node-selector", jobset, plant_node_selector, "label", f"{JS_POD}.nodeSelector.pool"),
     ("annotations-size", jobset, plant_big_annotations, "size", "$.metadata.annotations"),
     ("configmap-size", lambda: doc_of(A3ULTRA, "ConfigMap"), plant_big_configmap, "size", "$"),
     ("int32", jobset, plant_int32, "schema", "$.spec.replicatedJobs[0].template.spec.parallelism"),
-    ("quantity", lambda: doc_of(A3ULTRA, "PersistentVolumeClaim"), plant_quantity, "quantity",
-     "$.spec.resources.requests.storage"),
+    (
+        "quantity",
+        lambda: doc_of(A3ULTRA, "PersistentVolumeClaim"),
+        plant_quantity,
+        "quantity",
+        "$.spec.resources.requests.storage",
+    ),
     ("resources", jobset, plant_request_over_limit, "resources", f"{JS_POD}.containers[0].resources.requests.memory"),
     ("gpu-count", jobset, plant_gpus, "gpu-count", f'{JS_POD}.containers[0].resources.limits["nvidia.com/gpu"]'),
     ("accelerator", jobset, plant_accelerator, "accelerator", '$.metadata.labels["helm-nemo.dev/accelerator"]'),
@@ -266,8 +281,13 @@ PLANTED = [
     ("duplicate-env", jobset, plant_duplicate_env, "duplicate-env", f"{JS_POD}.containers[0].env[1].name"),
     ("duplicate-name", jobset, plant_duplicate_volume, "duplicate-name", f"{JS_POD}.volumes[1].name"),
     ("volume-mount", efa_job, plant_bad_mount, "volume-mount", f"{JOB_POD}.containers[0].volumeMounts[0].name"),
-    ("interfaces-json", a3high_job, plant_bad_interfaces, "interfaces-json",
-     '$.spec.template.metadata.annotations["networking.gke.io/interfaces"]'),
+    (
+        "interfaces-json",
+        a3high_job,
+        plant_bad_interfaces,
+        "interfaces-json",
+        '$.spec.template.metadata.annotations["networking.gke.io/interfaces"]',
+    ),
 ]
 
 
@@ -293,8 +313,10 @@ def test_duplicate_objects_across_the_releases_of_a_recipe():
     elsewhere_pv = copy.deepcopy(pv)
     elsewhere_pv["metadata"]["namespace"] = "elsewhere"  # a PV has no namespace: still the same PV
     problems = duplicate_objects([("storage", [pvc, pv, cm]), ("storage-2", [pvc, other_ns, elsewhere_pv])])
-    assert [(p.kind, p.check) for p in problems] == [("PersistentVolumeClaim", "duplicate-object"),
-                                                     ("PersistentVolume", "duplicate-object")]
+    assert [(p.kind, p.check) for p in problems] == [
+        ("PersistentVolumeClaim", "duplicate-object"),
+        ("PersistentVolume", "duplicate-object"),
+    ]
     assert "also rendered by release storage" in problems[0].message
     assert duplicate_objects([("a", [pvc]), ("b", [other_ns])]) == []
 
@@ -323,8 +345,12 @@ def test_all_errors_of_a_document_are_reported():
     pod(doc)["containers"][0]["image"] = 5
     pod(doc)["containers"][0]["envv"] = []
     paths = {p.path for p in problems_of(doc) if p.check == "schema"}
-    assert paths == {"$.spec.replicatedJobs[0].replicas", "$.spec.failurePolicy.maxRestarts",
-                     f"{JS_POD}.containers[0].image", f"{JS_POD}.containers[0].envv"}
+    assert paths == {
+        "$.spec.replicatedJobs[0].replicas",
+        "$.spec.failurePolicy.maxRestarts",
+        f"{JS_POD}.containers[0].image",
+        f"{JS_POD}.containers[0].envv",
+    }
 
 
 def test_crd_root_metadata_is_typed_and_unknown_root_fields_are_errors():
@@ -332,8 +358,9 @@ def test_crd_root_metadata_is_typed_and_unknown_root_fields_are_errors():
     doc["metadata"]["labels"]["replicas"] = 4
     doc["metadata"]["bogus"] = 1
     doc["specs"] = {}
-    assert {("schema", "$.metadata.labels.replicas"), ("schema", "$.metadata.bogus"), ("schema", "$.specs")} \
-        <= found(problems_of(doc))
+    assert {("schema", "$.metadata.labels.replicas"), ("schema", "$.metadata.bogus"), ("schema", "$.specs")} <= found(
+        problems_of(doc)
+    )
 
 
 def test_null_in_a_crd_is_accepted_like_the_api_server_does():
@@ -348,33 +375,63 @@ def test_computedomain_and_kueue_and_pytorchjob_schemas():
     assert problems_of(cd) == []
     cd["spec"]["numNodez"] = 2
     assert ("schema", "$.spec.numNodez") in found(problems_of(cd))
-    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "a"},
-             "spec": {"clusterQueue": "cq"}}
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "q", "namespace": "a"},
+        "spec": {"clusterQueue": "cq"},
+    }
     assert problems_of(queue) == []
-    pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
-               "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {
-                   "containers": [{"name": "pytorch", "image": "x", "resourcez": {}}]}}}}}}
-    assert ("schema", "$.spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resourcez") in found(problems_of(pytorch))
+    pytorch = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "p"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": 2,
+                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "x", "resourcez": {}}]}},
+                }
+            }
+        },
+    }
+    assert ("schema", "$.spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resourcez") in found(
+        problems_of(pytorch)
+    )
 
 
 def test_go_regex_patterns_are_translated():
     assert go_regex_to_python("^(?i)[a-z]([-a-z0-9]*[a-z0-9])?$") == "(?i)^[a-z]([-a-z0-9]*[a-z0-9])?$"
     assert go_regex_to_python(r"^a\z") == r"^a\Z"
     assert go_regex_to_python(r"^[[:alpha:]]+$") == "^[a-zA-Z]+$"
-    check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
-             "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
-                      "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "c"}}}
+    check = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": "prov"},
+        "spec": {
+            "controllerName": "kueue.x-k8s.io/provisioning-request",
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "c"},
+        },
+    }
     assert problems_of(check) == []  # the schema's ^(?i)… pattern compiles and matches
     check["spec"]["parameters"]["kind"] = "Bad_Kind"
     assert ("schema", "$.spec.parameters.kind") in found(problems_of(check))
 
 
 def test_preserve_unknown_fields_stays_open_everything_else_is_closed():
-    schema = {"type": "object", "properties": {
-        "spec": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False},
-        "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                 "properties": {"a": {"type": "string"}}, "additionalProperties": False},
-        "plain": {"type": "object", "properties": {"b": {"type": "integer"}}}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False},
+            "open": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"a": {"type": "string"}},
+                "additionalProperties": False,
+            },
+            "plain": {"type": "object", "properties": {"b": {"type": "integer"}}},
+        },
+    }
     out = prepare_crd_schema(schema)
     assert out["additionalProperties"] is False  # root closed too (pruning would drop the typo)
     assert "additionalProperties" not in out["properties"]["open"]
@@ -390,8 +447,12 @@ def test_kube_version_selects_the_schemas():
         mv.resolve_kube_version("1.2")
     with pytest.raises(ValueError, match="not a Kubernetes version"):
         mv.resolve_kube_version("latest")
-    flow = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3", "kind": "FlowSchema", "metadata": {"name": "f"},
-            "spec": {"priorityLevelConfiguration": {"name": "p"}}}
+    flow = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3",
+        "kind": "FlowSchema",
+        "metadata": {"name": "f"},
+        "spec": {"priorityLevelConfiguration": {"name": "p"}},
+    }
     assert problems_of(flow, kube_version="1.28") == []
     assert [p.check for p in problems_of(flow, kube_version="1.32")] == ["unknown-kind"]  # removed in 1.32
 
@@ -404,8 +465,9 @@ def test_fast_path_agrees_with_jsonschema_on_goldens_and_mutations():
     checked = 0
     for doc in docs:
         # resource.k8s.io/v1 (A4X Max's ResourceClaimTemplate) is a core kind from Kubernetes 1.34
-        validator = validator_for(doc["apiVersion"], doc["kind"], kube) or \
-            validator_for(doc["apiVersion"], doc["kind"], mv.resolve_kube_version("1.34"))
+        validator = validator_for(doc["apiVersion"], doc["kind"], kube) or validator_for(
+            doc["apiVersion"], doc["kind"], mv.resolve_kube_version("1.34")
+        )
         assert validator.fast is not None, f"{doc['kind']}: schema keyword the fast path lacks"
         nodes = list(_nodes(doc))[1:]
         for _ in range(8):
@@ -448,12 +510,14 @@ def test_lazy_compilation_compiles_what_the_documents_reach(monkeypatch):
     CRD (which holds every field of a PodSpec). The count of compiled nodes shows the laziness."""
     counted = []
     real = compiled._FastCompiler.compile
-    monkeypatch.setattr(compiled._FastCompiler, "compile",
-                        lambda self, *a, **k: counted.append(self.lazy) or real(self, *a, **k))
+    monkeypatch.setattr(
+        compiled._FastCompiler, "compile", lambda self, *a, **k: counted.append(self.lazy) or real(self, *a, **k)
+    )
     kube = mv.resolve_kube_version(mv.DEFAULT_KUBE_VERSION)
     for kind in ("ConfigMap", "JobSet"):
-        reference = validator_for(*{"ConfigMap": ("v1", "ConfigMap"),
-                                    "JobSet": ("jobset.x-k8s.io/v1alpha2", "JobSet")}[kind], kube)
+        reference = validator_for(
+            *{"ConfigMap": ("v1", "ConfigMap"), "JobSet": ("jobset.x-k8s.io/v1alpha2", "JobSet")}[kind], kube
+        )
         counted.clear()
         checker = Checker(reference.raw, kube, reference._prepare, reference._schema_id)
         assert checker.is_valid_fast(doc_of(A3ULTRA, kind)) is True
@@ -473,29 +537,58 @@ def _fast_and_slow(schema: dict):
     return Checker(schema, kube), Checker(schema, kube, lazy=False), slow
 
 
-TREE = {"$defs": {"node": {"type": "object", "required": ["name"], "additionalProperties": False, "properties": {
-    "name": {"type": "string", "pattern": "^[a-z]+$"},
-    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
-    "labels": {"type": "object", "patternProperties": {"^x-": {"type": "integer"}, "^[a-z]+$": {"type": "string"},
-                                                   "[0-9]": {"type": "integer"}},
-               "properties": {"fixed": {"enum": ["a", "b"]}}, "additionalProperties": {"type": "boolean"}}}}},
-    "$ref": "#/$defs/node"}
+TREE = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-z]+$"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                "labels": {
+                    "type": "object",
+                    "patternProperties": {
+                        "^x-": {"type": "integer"},
+                        "^[a-z]+$": {"type": "string"},
+                        "[0-9]": {"type": "integer"},
+                    },
+                    "properties": {"fixed": {"enum": ["a", "b"]}},
+                    "additionalProperties": {"type": "boolean"},
+                },
+            },
+        }
+    },
+    "$ref": "#/$defs/node",
+}
 
 
 def test_lazy_recursion_through_ref_and_pattern_properties_agree_with_jsonschema():
     """One $ref target reached at several depths (recursion), patternProperties beside properties and a
     schema-valued additionalProperties: a deep error is found only when the walk first gets there."""
+
     def tree(depth: int, leaf: dict) -> dict:
         return leaf if depth == 0 else {"name": "n", "children": [{"name": "m"}, tree(depth - 1, leaf)]}
 
-    leaves = [{"name": "ok"}, {"name": "Bad"}, {"name": "ok", "extra": 1}, {"children": []},
-              {"name": "ok", "labels": {"x-a": 1, "abc": "s", "fixed": "a", "AB": True}},
-              {"name": "ok", "labels": {"x-a": "1"}}, {"name": "ok", "labels": {"abc": 1}},
-              {"name": "ok", "labels": {"fixed": "c"}}, {"name": "ok", "labels": {"fixed": 1}},
-              {"name": "ok", "labels": {"AB": "s"}}, {"name": "ok", "labels": {"x-b": 2, "x-": True}},
-              {"name": "ok", "labels": {"fixed": "b", "x-1": 1, "Q": False}}, {"name": "ok", "children": {}},
-              {"name": "ok", "labels": {"a1": 1}}, {"name": "ok", "labels": {"a1": True}},
-              {"name": "ok", "labels": {"x-1": "s"}}, {"name": "ok\n"}]
+    leaves = [
+        {"name": "ok"},
+        {"name": "Bad"},
+        {"name": "ok", "extra": 1},
+        {"children": []},
+        {"name": "ok", "labels": {"x-a": 1, "abc": "s", "fixed": "a", "AB": True}},
+        {"name": "ok", "labels": {"x-a": "1"}},
+        {"name": "ok", "labels": {"abc": 1}},
+        {"name": "ok", "labels": {"fixed": "c"}},
+        {"name": "ok", "labels": {"fixed": 1}},
+        {"name": "ok", "labels": {"AB": "s"}},
+        {"name": "ok", "labels": {"x-b": 2, "x-": True}},
+        {"name": "ok", "labels": {"fixed": "b", "x-1": 1, "Q": False}},
+        {"name": "ok", "children": {}},
+        {"name": "ok", "labels": {"a1": 1}},
+        {"name": "ok", "labels": {"a1": True}},
+        {"name": "ok", "labels": {"x-1": "s"}},
+        {"name": "ok\n"},
+    ]
     lazy, eager, slow = _fast_and_slow(TREE)
     verdicts = []
     for depth in (0, 1, 5, 30):
@@ -518,19 +611,27 @@ def test_a_subschema_first_reached_by_a_later_document():
     clean = jobset()
     assert checker.is_valid_fast(clean) is True
     late = jobset()
-    pod(late)["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": [3]}]}]}}}
+    pod(late)["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": [3]}]}]
+            }
+        }
+    }
     assert checker.is_valid_fast(late) is False
     messages = [e.message for e in checker.iter_errors(late)]
     assert messages == ["3 is not of type 'string', 'null'"]
-    pod(late)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = ["3"]
+    pod(late)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ][0]["values"] = ["3"]
     assert checker.is_valid_fast(late) is True and checker.is_valid_fast(clean) is True
 
 
 def test_a_keyword_the_fast_path_lacks_hands_over_to_jsonschema_when_reached():
-    schema = {"type": "object", "properties": {"plain": {"type": "string"},
-                                               "odd": {"type": "array", "uniqueItems": True}}}
+    schema = {
+        "type": "object",
+        "properties": {"plain": {"type": "string"}, "odd": {"type": "array", "uniqueItems": True}},
+    }
     lazy, eager, slow = _fast_and_slow(schema)
     assert eager.fast is None  # compiled whole, the unknown keyword is found at once
     assert lazy.is_valid_fast({"plain": "x"}) is True  # not reached yet
@@ -592,12 +693,25 @@ def _set(obj, path, value):
 
 def test_quantities():
     parse = parse_quantity
-    assert parse("500m") == parse("0.5") and parse("1Gi") == 2 ** 30 and parse("1e3") == 1000 and parse(8) == 8
+    assert parse("500m") == parse("0.5") and parse("1Gi") == 2**30 and parse("1e3") == 1000 and parse(8) == 8
     # as apimachinery's ParseQuantity reads them (issue 16), quirks included: a missing number is zero on
     # its fast path (`Gi`, `-`, `.`), the API server trims white space around a field's value
-    for text, value in (("1.5Gi", 1.5 * 2**30), ("100m", 0.1), ("1E3", 1000), ("1e+3", 1000), ("1e-3", 0.001),
-                        (".5", 0.5), ("1.", 1), ("+1", 1), ("1.G", 10**9), ("Gi", 0), ("-", 0), (".", 0),
-                        (" 1Gi\n", 2**30), ("12345678901234567890", 12345678901234567890)):
+    for text, value in (
+        ("1.5Gi", 1.5 * 2**30),
+        ("100m", 0.1),
+        ("1E3", 1000),
+        ("1e+3", 1000),
+        ("1e-3", 0.001),
+        (".5", 0.5),
+        ("1.", 1),
+        ("+1", 1),
+        ("1.G", 10**9),
+        ("Gi", 0),
+        ("-", 0),
+        (".", 0),
+        (" 1Gi\n", 2**30),
+        ("12345678901234567890", 12345678901234567890),
+    ):
         assert parse(text) == Decimal(str(value)), text
     for bad in ("lots", "1 Gi", "1GB", "", "1.2.3", True, None, "1e", "1Ki3", "1ki", "１", "1_000", "0x10", "Ei"):
         assert parse(bad) is None, bad
@@ -606,7 +720,10 @@ def test_quantities():
     pod(job)["volumes"][1]["emptyDir"]["sizeLimit"] = "250 Gi"
     pod(job)["containers"][0]["resources"]["limits"]["hugepages-2Mi"] = "-5Mi"
     paths = {p.path for p in problems_of(job) if p.check == "quantity"}
-    assert paths == {f"{JOB_POD}.volumes[1].emptyDir.sizeLimit", f'{JOB_POD}.containers[0].resources.limits["hugepages-2Mi"]'}
+    assert paths == {
+        f"{JOB_POD}.volumes[1].emptyDir.sizeLimit",
+        f'{JOB_POD}.containers[0].resources.limits["hugepages-2Mi"]',
+    }
 
 
 def test_extended_resources_must_be_whole_and_requested_like_their_limit():
@@ -615,8 +732,10 @@ def test_extended_resources_must_be_whole_and_requested_like_their_limit():
     resources["requests"]["vpc.amazonaws.com/efa"] = 2
     resources["limits"]["nvidia.com/gpu"] = resources["requests"]["nvidia.com/gpu"] = "7.5"
     got = {(p.check, p.path) for p in problems_of(job) if p.check == "resources"}
-    assert (("resources", f'{JOB_POD}.containers[0].resources.requests["vpc.amazonaws.com/efa"]') in got
-            and ("resources", f'{JOB_POD}.containers[0].resources.limits["nvidia.com/gpu"]') in got)
+    assert ("resources", f'{JOB_POD}.containers[0].resources.requests["vpc.amazonaws.com/efa"]') in got and (
+        "resources",
+        f'{JOB_POD}.containers[0].resources.limits["nvidia.com/gpu"]',
+    ) in got
 
 
 def test_gpu_count_single_node_and_no_gpus():
@@ -647,21 +766,28 @@ def test_fabric_is_data_driven_from_the_profile():
     assert problem.check == "fabric" and "example.com/rdma" in problem.message
     profiles["p4de"]["fabric"] = {"resource": "vpc.amazonaws.com/efa", "perNode": 32}  # a p5 node
     (problem,) = problems_of(job, profiles=profiles)
-    assert (problem.check, problem.path) == ("fabric", f'{JOB_POD}.containers[0].resources.limits["vpc.amazonaws.com/efa"]')
+    assert (problem.check, problem.path) == (
+        "fabric",
+        f'{JOB_POD}.containers[0].resources.limits["vpc.amazonaws.com/efa"]',
+    )
 
 
 def test_gib_needs_every_interface_of_the_node():
     doc = plant_gib_without_nics(jobset())
     meta = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]
     meta["annotations"]["networking.gke.io/interfaces"] = json.dumps(
-        [{"interfaceName": f"eth{i}", "network": n} for i, n in enumerate(["default", "gvnic-1", "rdma-0"])])
+        [{"interfaceName": f"eth{i}", "network": n} for i, n in enumerate(["default", "gvnic-1", "rdma-0"])]
+    )
     (problem,) = problems_of(doc)
     assert problem.check == "fabric" and "all 10 interfaces" in problem.message
 
 
 def test_interfaces_annotation_shape():
-    for raw, words in (('{"interfaceName":"eth0"}', "non-empty JSON list"), ('[{"interfaceName":"eth0"}]', "item 0"),
-                       ('[{"interfaceName":"eth0","network":"a"},{"interfaceName":"eth0","network":"b"}]', "twice")):
+    for raw, words in (
+        ('{"interfaceName":"eth0"}', "non-empty JSON list"),
+        ('[{"interfaceName":"eth0"}]', "item 0"),
+        ('[{"interfaceName":"eth0","network":"a"},{"interfaceName":"eth0","network":"b"}]', "twice"),
+    ):
         job = a3high_job()
         job["spec"]["template"]["metadata"]["annotations"]["networking.gke.io/interfaces"] = raw
         assert any(p.check == "interfaces-json" and words in p.message for p in problems_of(job)), raw
@@ -675,10 +801,12 @@ def test_names_volume_mounts_and_duplicates_in_detail():
     spec["containers"][0]["ports"] = [{"name": "very-long-port-name", "containerPort": 80}]
     job["metadata"]["namespace"] = "ML"
     got = found(problems_of(job))
-    assert {("duplicate-name", f"{JOB_POD}.containers[1].name"),
-            ("volume-mount", f"{JOB_POD}.containers[0].volumeMounts[3].mountPath"),
-            ("dns-name", f"{JOB_POD}.containers[0].ports[0].name"),
-            ("dns-name", "$.metadata.namespace")} <= got
+    assert {
+        ("duplicate-name", f"{JOB_POD}.containers[1].name"),
+        ("volume-mount", f"{JOB_POD}.containers[0].volumeMounts[3].mountPath"),
+        ("dns-name", f"{JOB_POD}.containers[0].ports[0].name"),
+        ("dns-name", "$.metadata.namespace"),
+    } <= got
 
 
 def test_dns_rules():
@@ -727,8 +855,11 @@ def planted_render(monkeypatch):
     bad = (GOLDEN / A3ULTRA).read_text().replace("nvidia.com/gpu: 8", "nvidia.com/gpu: 3")
     installs = []
     monkeypatch.setattr(releases, "render", lambda plan, helm, extra: subprocess.CompletedProcess([], 0, bad, ""))
-    monkeypatch.setattr(releases, "render_all", lambda plans, helm, extra, while_waiting=None:
-                        [subprocess.CompletedProcess([], 0, bad, "") for _ in plans])
+    monkeypatch.setattr(
+        releases,
+        "render_all",
+        lambda plans, helm, extra, while_waiting=None: [subprocess.CompletedProcess([], 0, bad, "") for _ in plans],
+    )
     monkeypatch.setattr(releases, "install", lambda *a, **k: installs.append(a) or 0)
     return installs
 
@@ -755,8 +886,14 @@ def test_template_writes_nothing_unless_every_release_is_clean(planted_render):
 
     plans, seen = build_plans(RECIPE, ENV), []
     out = io.StringIO()
-    code = releases.template(plans, None, [], out=out, echo=lambda m: None,
-                             check=lambda rendered: seen.extend(p.release for p, _ in rendered) or False)
+    code = releases.template(
+        plans,
+        None,
+        [],
+        out=out,
+        echo=lambda m: None,
+        check=lambda rendered: seen.extend(p.release for p, _ in rendered) or False,
+    )
     assert code == releases.EXIT_INVALID_MANIFESTS and out.getvalue() == ""
     assert seen == [p.release for p in plans]  # every release is rendered and checked together
     assert releases.template(plans, None, [], out=out, echo=lambda m: None, check=lambda rendered: True) == 0
@@ -767,7 +904,9 @@ def test_install_validates_every_release_before_the_first_install(planted_render
     result = _invoke(["install", "--values", str(RECIPE), "-n", "ml-team"])
     assert result.exit_code == 2 and planted_render == []
     assert "nothing was installed" in result.stderr
-    result = _invoke(["install", "--values", str(RECIPE), "-n", "ml-team", "--skip-manifest-validation", "--no-preflight"])
+    result = _invoke(
+        ["install", "--values", str(RECIPE), "-n", "ml-team", "--skip-manifest-validation", "--no-preflight"]
+    )
     assert result.exit_code == 0 and len(planted_render) == 1
 
 

@@ -137,7 +137,9 @@ def test_blank_lines_and_trailing_spaces_in_scripts_do_not_count():
     assert semantic_diff(anchor(A3MEGA), ours) == []
     workload_config["workload-configuration"] = "# another config"
     assert semantic_diff(anchor(A3MEGA), ours) == [
-        Difference("ConfigMap/parity-config .data.workload-configuration", "removed", expected="# placeholder workload config"),
+        Difference(
+            "ConfigMap/parity-config .data.workload-configuration", "removed", expected="# placeholder workload config"
+        ),
         Difference("ConfigMap/parity-config .data.workload-configuration", "added", actual="# another config"),
     ]
 

@@ -40,7 +40,7 @@ def test_indexed_job_with_the_profile_network_and_own_launcher(helm):
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert "rdma-7" in annotations["networking.gke.io/interfaces"]  # the A3 Ultra RDMA NICs, from the profile
     launcher = out[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"]
-    assert "/third_party/nccl-tests/build/${benchmark}_perf" in launcher and "-p \"$port\"" in launcher
+    assert "/third_party/nccl-tests/build/${benchmark}_perf" in launcher and '-p "$port"' in launcher
     # A launcher from the values (the recipe's --set-file) replaces it.
     own = docs(helm.template("t", CHART, "--set", "workload_launcher=echo mine").stdout)
     assert own[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"].strip() == "echo mine"
@@ -66,8 +66,10 @@ def test_the_launcher_prints_bus_bandwidth_per_message_size(helm, tmp_path):
     log = tmp_path / "nccl.log"
     log.write_text(NCCL_TESTS_OUTPUT)
     got = subprocess.run(["awk", program, str(log)], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert got == ["nccl-test: size=1048576 busbw=19.42 busbw_inplace=19.48",
-                   "nccl-test: size=2097152 busbw=26.21 busbw_inplace=26.38",
-                   "nccl-test: size=4194304 busbw=32.70 busbw_inplace=32.79",
-                   "nccl-test: avg_busbw=26.163"]
+    assert got == [
+        "nccl-test: size=1048576 busbw=19.42 busbw_inplace=19.48",
+        "nccl-test: size=2097152 busbw=26.21 busbw_inplace=26.38",
+        "nccl-test: size=4194304 busbw=32.70 busbw_inplace=32.79",
+        "nccl-test: avg_busbw=26.163",
+    ]
     subprocess.run(["bash", "-n", "-c", launcher], check=True)  # the script parses

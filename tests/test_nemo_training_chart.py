@@ -59,11 +59,11 @@ def launch_words(job: dict) -> list[str]:
     """The torchrun command line of the workload script, as the shell splits it (variables unexpanded),
     with "${HYDRA_ARGS[@]}" replaced by the Hydra arguments the script receives as "$@" (the args)."""
     text = script(job)
-    start = text.index('OMP_NUM_THREADS=')
-    end = text.index('\n\n', start)
+    start = text.index("OMP_NUM_THREADS=")
+    end = text.index("\n\n", start)
     words = shlex.split(text[start:end].replace("\\\n", " "), posix=True)
     i = words.index("${HYDRA_ARGS[@]}")
-    return words[:i] + hydra_args(job) + words[i + 1:]
+    return words[:i] + hydra_args(job) + words[i + 1 :]
 
 
 def hydra_args(job: dict) -> list[str]:
@@ -120,7 +120,9 @@ GOLDEN_CASES = ["parity-default", "parity-overrides"]
 def render_golden(helm, case: str, tmp_path: Path) -> str:
     if case.startswith("parity-"):
         cwd, args = parity_case(case.split("-", 1)[1])
-        return helm.template("parity", chart("a3mega"), *args, "--set", f"workload.jobTimestamp={JOB_TIMESTAMP}", cwd=cwd).stdout
+        return helm.template(
+            "parity", chart("a3mega"), *args, "--set", f"workload.jobTimestamp={JOB_TIMESTAMP}", cwd=cwd
+        ).stdout
     _, args = example_values(case, tmp_path)
     return helm.template(case, chart(case.split("-")[0]), *args).stdout
 
@@ -146,17 +148,36 @@ def test_parity_objects_match_the_anchor(helm):
         for key in ("parallelism", "completions", "completionMode", "ttlSecondsAfterFinished"):
             assert job["spec"][key] == ajob["spec"][key], key
         env, aenv = env_of(container(job)), env_of(ajob["spec"]["template"]["spec"]["containers"][-1])
-        for key in ("WORLD_SIZE", "NNODES", "GPUS_PER_NODE", "MASTER_PORT", "TORCH_DISTRIBUTED_TARGET",
-                    "EXPERIMENT_NAME", "EXPERIMENT_ROOT_DIR", "CHECKPOINTS_ROOT_DIR", "TOKENIZER_PATH",
-                    "NEMO_CONFIG_OVERRIDES", "GLOO_SOCKET_IFNAME", "NCCL_LIB_DIR", "NCCL_DEBUG",
-                    "NVTE_FWD_LAYERNORM_SM_MARGIN", "NVTE_BWD_LAYERNORM_SM_MARGIN", "MASTER_ADDR"):
+        for key in (
+            "WORLD_SIZE",
+            "NNODES",
+            "GPUS_PER_NODE",
+            "MASTER_PORT",
+            "TORCH_DISTRIBUTED_TARGET",
+            "EXPERIMENT_NAME",
+            "EXPERIMENT_ROOT_DIR",
+            "CHECKPOINTS_ROOT_DIR",
+            "TOKENIZER_PATH",
+            "NEMO_CONFIG_OVERRIDES",
+            "GLOO_SOCKET_IFNAME",
+            "NCCL_LIB_DIR",
+            "NCCL_DEBUG",
+            "NVTE_FWD_LAYERNORM_SM_MARGIN",
+            "NVTE_BWD_LAYERNORM_SM_MARGIN",
+            "MASTER_ADDR",
+        ):
             assert env[key] == aenv[key], key
         assert pod_spec(job)["subdomain"] == "parity"
         mounts = {m["mountPath"] for m in container(job)["volumeMounts"]}
         amounts = {m["mountPath"] for m in ajob["spec"]["template"]["spec"]["containers"][-1]["volumeMounts"]}
         assert amounts - mounts == {"/usr/local/nvidia"}  # GKE's device plugin mounts the driver there
-        for word in ("--config-path=/etc/workload-configuration", "--config-name=nemo-configuration.yaml",
-                     "--node_rank=${JOB_COMPLETION_INDEX}", "--master_addr=${MASTER_ADDR}", "${NEMO_CONFIG_OVERRIDES}"):
+        for word in (
+            "--config-path=/etc/workload-configuration",
+            "--config-name=nemo-configuration.yaml",
+            "--node_rank=${JOB_COMPLETION_INDEX}",
+            "--master_addr=${MASTER_ADDR}",
+            "${NEMO_CONFIG_OVERRIDES}",
+        ):
             assert word in launch_words(job), word
 
 
@@ -241,8 +262,15 @@ def test_deterministic_with_the_time_in_values(helm, nemo_config):
     assert env["JOB_IDENTIFIER"] == "train-2026-01-02-03-04-05" and env["JOB_TIMESTAMP"] == "2026-01-02-03-04-05"
     assert env["JOB_UUID"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/controller-uid']"}}
     out = helm.template(
-        "train", chart("a3mega"), *base(nemo_config), "--set", "workload.jobTimestamp=2026-11-22-10-00-00",
-        "--set", "workload.jobUUID=2f2fb044-7b04-44f9-8bb1-9d0a56f8d6f0", "--set", "workload.nameSuffix=r2",
+        "train",
+        chart("a3mega"),
+        *base(nemo_config),
+        "--set",
+        "workload.jobTimestamp=2026-11-22-10-00-00",
+        "--set",
+        "workload.jobUUID=2f2fb044-7b04-44f9-8bb1-9d0a56f8d6f0",
+        "--set",
+        "workload.nameSuffix=r2",
     ).stdout
     job = only(out, "Job")
     env = env_of(container(job))
@@ -287,7 +315,7 @@ def test_hydra_overrides_appended_in_order(helm, tmp_path, nemo_config):
     job = only(helm.template("train", chart("a3high"), "-f", str(values), *base(nemo_config)).stdout, "Job")
     words = launch_words(job)
     i = words.index("${NEMO_CONFIG_OVERRIDES}")
-    assert words[i + 1:] == [
+    assert words[i + 1 :] == [
         "trainer.max_steps=100",
         "model.data.data_prefix=[1.0,/ssd/.cache/wikipedia/wiki]",
         "model.optim.betas=[0.9,0.95]",
@@ -302,9 +330,17 @@ def test_hydra_overrides_appended_in_order(helm, tmp_path, nemo_config):
 
 def test_seed_003_set_syntax(helm, nemo_config):
     job = only(
-        helm.template("train", chart("a3mega"), *base(nemo_config), "--set", "workload.gpus=256",
-                      "--set", "workload.gcsBucketForDataCataPath=test-bucket",
-                      "--set", "workload.arguments={trainer.max_steps=100}").stdout,
+        helm.template(
+            "train",
+            chart("a3mega"),
+            *base(nemo_config),
+            "--set",
+            "workload.gpus=256",
+            "--set",
+            "workload.gcsBucketForDataCataPath=test-bucket",
+            "--set",
+            "workload.arguments={trainer.max_steps=100}",
+        ).stdout,
         "Job",
     )
     assert launch_words(job)[-1] == "trainer.max_steps=100"
@@ -331,7 +367,7 @@ def nsys_of(job: dict) -> dict:
         options = [w.replace("${NSYS_TRACE}", env["NSYS_TRACE"]) for w in shlex.split(m.group("opts"))]
         extra = [a for a in env["NSYS_EXTRA_ARGS"].split("\n") if a]
         i = options.index("${nsys_extra_args[@]}")
-        options = options[:i] + extra + options[i + 1:]
+        options = options[:i] + extra + options[i + 1 :]
     words = launch_words(job)
     return {
         "options": options,
@@ -344,9 +380,21 @@ def nsys_of(job: dict) -> dict:
 def test_nsys_from_the_profile_block(helm, acc, nemo_config):
     g = GPUS_PER_NODE[acc]
     job = only(
-        helm.template("train", chart(acc), *base(nemo_config), "--set", f"workload.gpus={g * 4}",
-                      "--set", "workload.profile.enabled=true", "--set", "workload.profile.startStep=41",
-                      "--set", "workload.profile.endStep=43", "--set", f"workload.profile.ranks={{0,{g * 2 + 1}}}").stdout,
+        helm.template(
+            "train",
+            chart(acc),
+            *base(nemo_config),
+            "--set",
+            f"workload.gpus={g * 4}",
+            "--set",
+            "workload.profile.enabled=true",
+            "--set",
+            "workload.profile.startStep=41",
+            "--set",
+            "workload.profile.endStep=43",
+            "--set",
+            f"workload.profile.ranks={{0,{g * 2 + 1}}}",
+        ).stdout,
         "Job",
     )
     n = nsys_of(job)
@@ -355,8 +403,10 @@ def test_nsys_from_the_profile_block(helm, acc, nemo_config):
     assert "--output=${nsys_output_dir}/noderank-${JOB_COMPLETION_INDEX}" in n["options"]
     assert n["nodes"] == ["0", "2"]
     assert n["overrides"] == [
-        "++model.nsys_profile.enabled=true", "++model.nsys_profile.start_step=41",
-        "++model.nsys_profile.end_step=43", f"++model.nsys_profile.ranks=[0,{g * 2 + 1}]",
+        "++model.nsys_profile.enabled=true",
+        "++model.nsys_profile.start_step=41",
+        "++model.nsys_profile.end_step=43",
+        f"++model.nsys_profile.ranks=[0,{g * 2 + 1}]",
     ]
     assert 'nsys_output_dir="${NSYS_OUTPUT_DIR:-${explicit_log_dir}}"' in script(job)
     assert env_of(container(job))["NSYS_OUTPUT_DIR"] == ""  # the log dir
@@ -364,9 +414,16 @@ def test_nsys_from_the_profile_block(helm, acc, nemo_config):
 
 def test_nsys_from_seed_003_arguments(helm, nemo_config):
     job = only(
-        helm.template("train", chart("a3mega"), *base(nemo_config), "--set", "workload.gpus=256", "--set",
-                      "workload.arguments={model.nsys_profile.enabled=true,model.nsys_profile.start_step=41,"
-                      "model.nsys_profile.end_step=43}").stdout,
+        helm.template(
+            "train",
+            chart("a3mega"),
+            *base(nemo_config),
+            "--set",
+            "workload.gpus=256",
+            "--set",
+            "workload.arguments={model.nsys_profile.enabled=true,model.nsys_profile.start_step=41,"
+            "model.nsys_profile.end_step=43}",
+        ).stdout,
         "Job",
     )
     n = nsys_of(job)
@@ -374,20 +431,42 @@ def test_nsys_from_seed_003_arguments(helm, nemo_config):
     assert n["nodes"] == ["0"]
     # The user's overrides stay as given (last, so they win); the chart only adds what they leave out.
     assert n["overrides"] == [
-        "++model.nsys_profile.ranks=[0]", "model.nsys_profile.enabled=true",
-        "model.nsys_profile.start_step=41", "model.nsys_profile.end_step=43",
+        "++model.nsys_profile.ranks=[0]",
+        "model.nsys_profile.enabled=true",
+        "model.nsys_profile.start_step=41",
+        "model.nsys_profile.end_step=43",
     ]
 
 
 def test_nsys_arguments_win_over_the_block(helm, nemo_config):
     args = ["--set", "workload.gpus=16", "--set", "workload.profile.enabled=true"]
-    job = only(helm.template("train", chart("a3ultra"), *base(nemo_config), *args,
-                             "--set", "workload.arguments={++model.nsys_profile.enabled=false}").stdout, "Job")
+    job = only(
+        helm.template(
+            "train",
+            chart("a3ultra"),
+            *base(nemo_config),
+            *args,
+            "--set",
+            "workload.arguments={++model.nsys_profile.enabled=false}",
+        ).stdout,
+        "Job",
+    )
     assert nsys_of(job)["options"] is None and "nsys profile" not in script(job)
-    job = only(helm.template("train", chart("a3ultra"), *base(nemo_config), *args,
-                             "--set", "workload.arguments={+model.nsys_profile.ranks=[8,9]}",
-                             "--set", "workload.profile.outputDir=/logs/nsys",
-                             "--set", "workload.profile.extraArgs={--cuda-memory-usage=true}").stdout, "Job")
+    job = only(
+        helm.template(
+            "train",
+            chart("a3ultra"),
+            *base(nemo_config),
+            *args,
+            "--set",
+            "workload.arguments={+model.nsys_profile.ranks=[8,9]}",
+            "--set",
+            "workload.profile.outputDir=/logs/nsys",
+            "--set",
+            "workload.profile.extraArgs={--cuda-memory-usage=true}",
+        ).stdout,
+        "Job",
+    )
     n = nsys_of(job)
     assert n["nodes"] == ["1"]
     assert n["options"][-1] == "--cuda-memory-usage=true"
@@ -397,8 +476,18 @@ def test_nsys_arguments_win_over_the_block(helm, nemo_config):
 def test_nsys_off_by_default_and_bad_window_fails(helm, nemo_config):
     job = only(helm.template("train", chart("a4"), *base(nemo_config)).stdout, "Job")
     assert nsys_of(job) == {"options": None, "nodes": None, "overrides": []}
-    bad = helm.template("train", chart("a4"), *base(nemo_config), "--set", "workload.profile.enabled=true",
-                        "--set", "workload.profile.startStep=20", "--set", "workload.profile.endStep=10", check=False)
+    bad = helm.template(
+        "train",
+        chart("a4"),
+        *base(nemo_config),
+        "--set",
+        "workload.profile.enabled=true",
+        "--set",
+        "workload.profile.startStep=20",
+        "--set",
+        "workload.profile.endStep=10",
+        check=False,
+    )
     assert bad.returncode != 0 and "end step 10 is before start step 20" in bad.stderr
 
 
@@ -409,8 +498,17 @@ def test_nsys_off_by_default_and_bad_window_fails(helm, nemo_config):
 def test_gcs_download_init_container(helm, key, nemo_config):
     src = "gs://nemo-megatron-demo/training-data/tokenized/bpe2gpt/wikipedia"
     job = only(
-        helm.template("train", chart("a3high"), *base(nemo_config), "--set", "volumes.ssdMountPath=/ssd",
-                      "--set", f"{key}.source={src}", "--set", f"{key}.target=/ssd/.cache/").stdout,
+        helm.template(
+            "train",
+            chart("a3high"),
+            *base(nemo_config),
+            "--set",
+            "volumes.ssdMountPath=/ssd",
+            "--set",
+            f"{key}.source={src}",
+            "--set",
+            f"{key}.target=/ssd/.cache/",
+        ).stdout,
         "Job",
     )
     inits = pod_spec(job)["initContainers"]
@@ -426,8 +524,17 @@ def test_gcs_download_init_container(helm, key, nemo_config):
 
 def test_nfs_mount(helm, nemo_config):
     job = only(
-        helm.template("train", chart("a3high"), *base(nemo_config), "--set", "volumes.nfsMountPath=/nfs",
-                      "--set", "volumes.nfsServer=10.1.2.3", "--set", "volumes.nfsPath=/nfsshare").stdout,
+        helm.template(
+            "train",
+            chart("a3high"),
+            *base(nemo_config),
+            "--set",
+            "volumes.nfsMountPath=/nfs",
+            "--set",
+            "volumes.nfsServer=10.1.2.3",
+            "--set",
+            "volumes.nfsPath=/nfsshare",
+        ).stdout,
         "Job",
     )
     (vol,) = [v for v in pod_spec(job)["volumes"] if v["name"] == "nfs"]
@@ -437,8 +544,17 @@ def test_nfs_mount(helm, nemo_config):
 
 TEMPLATE_FAILS = [
     (["--set", "volumes.gcsDownload.source=gs://bkt/data"], "set volumes.ssdMountPath"),
-    (["--set", "volumes.ssdMountPath=/ssd", "--set", "volumes.gcsDownload.source=gs://bkt/data",
-      "--set", "volumes.gcsDownload.target=/data"], "not under volumes.ssdMountPath"),
+    (
+        [
+            "--set",
+            "volumes.ssdMountPath=/ssd",
+            "--set",
+            "volumes.gcsDownload.source=gs://bkt/data",
+            "--set",
+            "volumes.gcsDownload.target=/data",
+        ],
+        "not under volumes.ssdMountPath",
+    ),
     (["--set", "volumes.nfsMountPath=/nfs"], "needs volumes.nfsServer"),
     (["--set", "workload.gpus=16", "--set", "workload.nodes=3"], "workload.nodes=3 disagrees"),
     (["--set", "workload.gcsBucketForDataCataPath=bkt", "--set", "volumes.gcsVolumes=false"], "gcsVolumes=true"),
@@ -452,8 +568,12 @@ def test_template_checks(helm, args, needle, nemo_config):
 
 
 def test_seed_000_node_count_is_accepted(helm, nemo_config):
-    job = only(helm.template("train", chart("a3high"), *base(nemo_config), "--set", "workload.gpus=16",
-                             "--set", "workload.nodes=2").stdout, "Job")
+    job = only(
+        helm.template(
+            "train", chart("a3high"), *base(nemo_config), "--set", "workload.gpus=16", "--set", "workload.nodes=2"
+        ).stdout,
+        "Job",
+    )
     assert job["spec"]["parallelism"] == 2
 
 
@@ -488,8 +608,10 @@ def test_schema_rejects(helm, acc, args, needle):
 def test_legacy_literal_keys_are_accepted_and_ignored(helm, tmp_path, nemo_config):
     values = tmp_path / "legacy.yaml"
     # the run's time in values: the two renders may not fall in the same second
-    values.write_text("workload:\n  gpus: 16\n  image: img:1\n  jobTimestamp: 2026-01-01-00-00-00\n  nemoConfigOverrides[]:\n"
-                      "  arguments[]:\nnetwork:\n  subnetworks[]:\n")
+    values.write_text(
+        "workload:\n  gpus: 16\n  image: img:1\n  jobTimestamp: 2026-01-01-00-00-00\n  nemoConfigOverrides[]:\n"
+        "  arguments[]:\nnetwork:\n  subnetworks[]:\n"
+    )
     with_legacy = helm.template("train", chart("a3mega"), "-f", str(values), *base(nemo_config)).stdout
     values.write_text("workload:\n  gpus: 16\n  image: img:1\n  jobTimestamp: 2026-01-01-00-00-00\n")
     assert with_legacy == helm.template("train", chart("a3mega"), "-f", str(values), *base(nemo_config)).stdout
@@ -510,6 +632,10 @@ def test_chart_files_and_schema(helm):
             assert not re.search(r"\b(randAlphaNum|uuidv4|randAlpha|randNumeric)\b", text), template
             # The clock only as the default of workload.jobTimestamp (the run's identity).
             clocks = re.findall(r"^.*\bnow\b.*$", text, re.M)
-            assert clocks == ([] if template.name != "_helpers.tpl" else
-                              ['{{- $timestamp := .Values.workload.jobTimestamp | default '
-                               '(now | date "2006-01-02-15-04-05") -}}']), template
+            assert clocks == (
+                []
+                if template.name != "_helpers.tpl"
+                else [
+                    '{{- $timestamp := .Values.workload.jobTimestamp | default (now | date "2006-01-02-15-04-05") -}}'
+                ]
+            ), template

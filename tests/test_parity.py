@@ -28,7 +28,9 @@ ALLOWED = _yaml.load((PARITY / "allowed-differences.yaml").read_text()) or []
 
 def render(helm, case: str, chart: str) -> str:
     """Our render of the case; a workload chart gets the run's time as a value, so it is reproducible."""
-    stamped = ["--set", f"workload.jobTimestamp={JOB_TIMESTAMP}"] if "/jobset" in chart or "/nemo-training" in chart else []
+    stamped = (
+        ["--set", f"workload.jobTimestamp={JOB_TIMESTAMP}"] if "/jobset" in chart or "/nemo-training" in chart else []
+    )
     return render_fixture(helm, FIXTURES / case, ROOT / chart, *stamped)
 
 
@@ -67,7 +69,9 @@ def test_parity(helm, case):
     # our derived volume names and the case's documented renames mapped back: the corpus harness's rename_ours
     ours = CORPUS.rename_ours(parse_manifests(render(helm, case, spec["chart"])), spec.get("rename") or {})
     ours = CORPUS.normalize_render(ours, "parity")
-    anchor = CORPUS.normalize_render(parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text()), "parity")
+    anchor = CORPUS.normalize_render(
+        parse_manifests((FIXTURES / case / "anchor-normalized.yaml").read_text()), "parity"
+    )
     unexplained, unused = explain(semantic_diff(anchor, ours), ALLOWED, case)
     report = [f"  {d}" for d in unexplained] + [f"  unused allowed entry: {i}" for i in unused]
     assert not report, f"{case} ({helm.name}) differs from the anchor:\n" + "\n".join(report)
@@ -100,7 +104,13 @@ def test_allowed_entries_are_well_formed_and_documented():
 
 
 # Renames applied before comparing (corpus rename_ours: derived volume names, cases.yaml `rename`), documented in the same table.
-NORMALISATIONS = {"volume-names-derived", "nemo-training-names", "pv-names-release-scoped",
-                  # scripts/corpus.py normalize_render, applied to both sides:
-                  "launcher-no-trailing-continuation", "launcher-args-as-argv", "run-identity-normalised",
-                  "kubernetes-defaults"}
+NORMALISATIONS = {
+    "volume-names-derived",
+    "nemo-training-names",
+    "pv-names-release-scoped",
+    # scripts/corpus.py normalize_render, applied to both sides:
+    "launcher-no-trailing-continuation",
+    "launcher-args-as-argv",
+    "run-identity-normalised",
+    "kubernetes-defaults",
+}

@@ -31,8 +31,9 @@ def plugin_helm(helm, tmp_path_factory):
     assert result.returncode == 0, result.stderr
 
     def run(*args: str, cwd: Path = ROOT, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([str(helm.binary), *args], env={**env, **(extra_env or {})}, cwd=cwd,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [str(helm.binary), *args], env={**env, **(extra_env or {})}, cwd=cwd, capture_output=True, text=True
+        )
 
     return run
 
@@ -63,8 +64,18 @@ def test_plugin_template_matches_the_library(plugin_helm, helm):
     via_plugin = plugin_helm("nemo", "template", "--values", "values/examples/a4-llama31-405b.yaml", "-n", "team-a")
     assert via_plugin.returncode == 0, via_plugin.stderr
     direct = subprocess.run(
-        [str(ROOT / ".venv/bin/helm-nemo"), "template", "--values", "values/examples/a4-llama31-405b.yaml", "-n", "team-a"],
-        env={**os.environ, **ENV, "HELM_BIN": str(helm.binary)}, cwd=ROOT, capture_output=True, text=True,
+        [
+            str(ROOT / ".venv/bin/helm-nemo"),
+            "template",
+            "--values",
+            "values/examples/a4-llama31-405b.yaml",
+            "-n",
+            "team-a",
+        ],
+        env={**os.environ, **ENV, "HELM_BIN": str(helm.binary)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert direct.returncode == 0, direct.stderr
     assert via_plugin.stdout == direct.stdout
@@ -92,11 +103,18 @@ def test_plugin_user_error_exit_2_and_nothing_rendered(plugin_helm, tmp_path):
 
 def test_plugin_missing_or_empty_variable_is_reported(plugin_helm):
     # Empty is "set" (as in the shell), and then the schema rejects the empty bucket name.
-    empty = plugin_helm("nemo", "validate", "--values", "values/examples/a4-llama31-405b.yaml", extra_env={"GCS_BUCKET": ""})
+    empty = plugin_helm(
+        "nemo", "validate", "--values", "values/examples/a4-llama31-405b.yaml", extra_env={"GCS_BUCKET": ""}
+    )
     assert empty.returncode == 2 and "$.volumes.gcsMounts[0].bucketName" in empty.stderr
     env = {k: v for k, v in os.environ.items() if k != "GCS_BUCKET"}
-    unset = subprocess.run([str(ROOT / ".venv/bin/helm-nemo"), "validate", "--values", "values/examples/a4-llama31-405b.yaml"],
-                           env={**env, "KUEUE_NAME": "q"}, cwd=ROOT, capture_output=True, text=True)
+    unset = subprocess.run(
+        [str(ROOT / ".venv/bin/helm-nemo"), "validate", "--values", "values/examples/a4-llama31-405b.yaml"],
+        env={**env, "KUEUE_NAME": "q"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert unset.returncode == 2 and "variable GCS_BUCKET is not set" in unset.stderr
 
 

@@ -24,6 +24,7 @@ def write(tmp_path: Path, text: str, name: str = "values.yaml") -> Path:
 
 # --- loading ---------------------------------------------------------------------------------------
 
+
 def test_positions_of_keys_and_items(tmp_path):
     loaded = load_values(write(tmp_path, "a: 1\nlist:\n  - name: x\n    value: '1.10'\n  - name: y\n"))
     assert loaded.position(("a",)) == (1, 1)
@@ -61,6 +62,7 @@ def test_missing_file_and_non_mapping(tmp_path):
 
 # --- substitution ----------------------------------------------------------------------------------
 
+
 def subst(tmp_path, text, env, **kw):
     return substitute(load_values(write(tmp_path, text)), env, **kw).data
 
@@ -76,8 +78,9 @@ def test_value_with_newlines_cannot_inject_keys(tmp_path):
 
 
 def test_substituted_values_stay_strings_quoted_or_not(tmp_path):
-    data = subst(tmp_path, 'tag: "${V}"\nplain: ${V}\nn: ${N}\nflag: ${F}\npart: x${N}\n',
-                 {"V": "1.10", "N": "08", "F": "yes"})
+    data = subst(
+        tmp_path, 'tag: "${V}"\nplain: ${V}\nn: ${N}\nflag: ${F}\npart: x${N}\n', {"V": "1.10", "N": "08", "F": "yes"}
+    )
     assert data == {"tag": "1.10", "plain": "1.10", "n": "08", "flag": "yes", "part": "x08"}
 
 
@@ -154,18 +157,25 @@ def test_unknown_key_gets_did_you_mean(tmp_path):
 
 # --- the whole plan ------------------------------------------------------------------------------
 
+
 def test_plan_reads_files_relative_to_the_values_file(tmp_path):
     (tmp_path / "launch.sh").write_text("#!/bin/bash\necho hi\n")
-    path = write(tmp_path, "accelerator: a4\nchart: jobset\nrelease: r1\nfiles:\n  workload_launcher: launch.sh\n"
-                           "workload:\n  gpus: 16\n  image: img:1\n")
+    path = write(
+        tmp_path,
+        "accelerator: a4\nchart: jobset\nrelease: r1\nfiles:\n  workload_launcher: launch.sh\n"
+        "workload:\n  gpus: 16\n  image: img:1\n",
+    )
     (plan,) = build_plans(path, {})
     assert plan.values["workload_launcher"] == "#!/bin/bash\necho hi\n"
     assert plan.chart.endswith("charts/a4/jobset") and plan.release == "r1"
 
 
 def test_missing_referenced_file_is_a_validation_error_with_its_line(tmp_path):
-    path = write(tmp_path, "accelerator: a4\nchart: jobset\nrelease: r1\nfiles:\n  workload_launcher: nope.sh\n"
-                           "workload:\n  gpus: 16\n  image: img:1\n")
+    path = write(
+        tmp_path,
+        "accelerator: a4\nchart: jobset\nrelease: r1\nfiles:\n  workload_launcher: nope.sh\n"
+        "workload:\n  gpus: 16\n  image: img:1\n",
+    )
     with pytest.raises(UserError) as err:
         build_plans(path, {})
     assert f"{path}:5:3: $.files.workload_launcher: file 'nope.sh' not found" in err.value.format()
@@ -181,21 +191,27 @@ def test_values_for_another_accelerator_are_rejected(tmp_path):
 
 
 def test_legacy_keys_warn(tmp_path):
-    path = write(tmp_path, "accelerator: a4\nchart: jobset\nrelease: r1\nworkload:\n  gpus: 16\n  image: img:1\n"
-                           "  arguments[]:\nnetwork:\n  subnetworks[]:\n")
+    path = write(
+        tmp_path,
+        "accelerator: a4\nchart: jobset\nrelease: r1\nworkload:\n  gpus: 16\n  image: img:1\n"
+        "  arguments[]:\nnetwork:\n  subnetworks[]:\n",
+    )
     (plan,) = build_plans(path, {})
     assert len(plan.warnings) == 2 and "arguments[]" in plan.warnings[0] and ":7:" in plan.warnings[0]
 
 
 def test_recipe_file_plans_releases_in_order(tmp_path):
     (tmp_path / "l.sh").write_text("echo\n")
-    path = write(tmp_path, (
-        "recipe: two-runs\nreleases:\n"
-        "  - release: first\n    chart: jobset\n    accelerator: a4\n"
-        "    values:\n      files: {workload_launcher: l.sh}\n      workload: {gpus: 8, image: 'img:1'}\n"
-        "  - release: second\n    chart: jobset\n    accelerator: a4x\n"
-        "    values:\n      workload: {gpus: 6, image: 'img:1'}\n"
-    ))
+    path = write(
+        tmp_path,
+        (
+            "recipe: two-runs\nreleases:\n"
+            "  - release: first\n    chart: jobset\n    accelerator: a4\n"
+            "    values:\n      files: {workload_launcher: l.sh}\n      workload: {gpus: 8, image: 'img:1'}\n"
+            "  - release: second\n    chart: jobset\n    accelerator: a4x\n"
+            "    values:\n      workload: {gpus: 6, image: 'img:1'}\n"
+        ),
+    )
     with pytest.raises(UserError) as err:
         build_plans(path, {})
     assert ":13:" in err.value.format() and "$.workload.gpus" in err.value.format()  # 6 is not a multiple of 4
@@ -214,6 +230,11 @@ def test_helm_flag_spellings_follow_the_running_major():
     from helm_nemo.actions.helm import translate_flags
 
     args = ["--atomic", "--force", "--dry-run", "--timeout=5m", "--rollback-on-failure"]
-    assert translate_flags(args, 4) == ["--rollback-on-failure", "--force-replace", "--dry-run=client", "--timeout=5m",
-                                        "--rollback-on-failure"]
+    assert translate_flags(args, 4) == [
+        "--rollback-on-failure",
+        "--force-replace",
+        "--dry-run=client",
+        "--timeout=5m",
+        "--rollback-on-failure",
+    ]
     assert translate_flags(args, 3) == ["--atomic", "--force", "--dry-run", "--timeout=5m", "--atomic"]

@@ -23,7 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "values/examples"
 RECIPE = EXAMPLES / "a3ultra-405b.yaml"  # seed 001: supervisor, checkpoint bucket, 54-node JobSet
 NS = ["-n", "ml-team"]
-VARS = {"PROJECT_ID": "proj-1234", "GCS_BUCKET": "bkt-ckpt", "KUEUE_NAME": "a3-ultra", "ECR_REGISTRY": "123.dkr.ecr.aws"}
+VARS = {
+    "PROJECT_ID": "proj-1234",
+    "GCS_BUCKET": "bkt-ckpt",
+    "KUEUE_NAME": "a3-ultra",
+    "ECR_REGISTRY": "123.dkr.ecr.aws",
+}
 
 
 @pytest.fixture
@@ -45,8 +50,9 @@ def cluster(helm4, tmp_path):
 
 
 def nemo(args, env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
 
 
 def check(env, values=RECIPE, *extra) -> tuple[int, dict]:
@@ -100,10 +106,26 @@ def test_healthy_a3ultra_pool_passes_every_check(cluster):
     code, document = check(env)
     assert code == 0 and document["ok"] and document["failed"] == []
     found = verdicts(document)
-    must_pass = ["api.reachable", "api.version", "api.served", "namespace.exists", "release.name", "objects.free",
-                 "queue.localqueue", "queue.quota", "queue.topology", "capacity.nodes", "node.resources",
-                 "capacity.gpus", "profile.networks", "storage.csi", "refs.pvc", "refs.configmaps",
-                 "refs.serviceaccounts", "access.rbac"]
+    must_pass = [
+        "api.reachable",
+        "api.version",
+        "api.served",
+        "namespace.exists",
+        "release.name",
+        "objects.free",
+        "queue.localqueue",
+        "queue.quota",
+        "queue.topology",
+        "capacity.nodes",
+        "node.resources",
+        "capacity.gpus",
+        "profile.networks",
+        "storage.csi",
+        "refs.pvc",
+        "refs.configmaps",
+        "refs.serviceaccounts",
+        "access.rbac",
+    ]
     for check_id in must_pass:
         assert found[check_id] == {"ok"}, (check_id, [c for c in document["checks"] if c["id"] == check_id])
     assert set(found) == set(preflight.IDS)  # every check reports
@@ -130,8 +152,9 @@ def test_text_checklist_is_one_line_per_check_with_a_summary(cluster):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("helm nemo preflight: 3 release(s) of ") and "namespace ml-team" in lines[0]
     checks = [line for line in lines[1:-1] if not line.strip().startswith("hint:")]
-    assert len(checks) == sum(1 for _ in json.loads(nemo(["preflight", "--values", str(RECIPE), *NS, "-o", "json"],
-                                                         env).stdout)["checks"])
+    assert len(checks) == sum(
+        1 for _ in json.loads(nemo(["preflight", "--values", str(RECIPE), *NS, "-o", "json"], env).stdout)["checks"]
+    )
     fail = next(line for line in checks if "queue.quota" in line)
     assert fail.split()[0] == "FAIL" and "needs 432" in fail
     assert lines[-1].startswith("preflight FAILED: 1 failed (queue.quota), ")
@@ -180,9 +203,15 @@ def test_wrong_queue(cluster):
 
 
 def test_kueue_not_installed(cluster):
-    _, env = cluster(lambda kube: (states.namespaces(kube, "ml-team"), states.a3ultra_nodes(kube, 64),
-                                   states.gke_networks(kube), states.csi(kube, "gcsfuse.csi.storage.gke.io")),
-                     resources=without("kueue.x-k8s.io"))
+    _, env = cluster(
+        lambda kube: (
+            states.namespaces(kube, "ml-team"),
+            states.a3ultra_nodes(kube, 64),
+            states.gke_networks(kube),
+            states.csi(kube, "gcsfuse.csi.storage.gke.io"),
+        ),
+        resources=without("kueue.x-k8s.io"),
+    )
     code, document = check(env)
     assert "queue.localqueue" in document["failed"] and "install Kueue" in result(document, "queue.localqueue")["hint"]
 
@@ -261,15 +290,24 @@ def test_network_without_its_param_set_fails(cluster, tmp_path):
     values = examples(tmp_path) / "a3ultra-pod-network.yaml"
     values.write_text(RECIPE.read_text().replace("hostNetwork: true", "hostNetwork: false"))
     code, document = check(env, values)
-    assert code == 1 and "GKENetworkParamSet missing for rdma-3 -> rdma-3" in result(document, "profile.networks")["message"]
+    assert (
+        code == 1
+        and "GKENetworkParamSet missing for rdma-3 -> rdma-3" in result(document, "profile.networks")["message"]
+    )
 
 
 P5_VALUES = EXAMPLES / "p5-gpt3-5b-slurm.yaml"  # seed 002's file; on EKS it installs the nemo-training chart
 
 
 def _fsx_claim(kube, phase="Bound"):
-    kube.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "fsx-pvc", "namespace": "ml-team"},
-              "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1200Gi"}}}})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "fsx-pvc", "namespace": "ml-team"},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1200Gi"}}},
+        }
+    )
 
 
 def test_eks_p5_healthy_and_without_the_efa_device_plugin(cluster):
@@ -293,8 +331,13 @@ def test_a4x_max_needs_kubernetes_1_34(cluster):
     env_extra = {"KUEUE_NAME": "a4x-max"}
     from kube_emulator import Resource
 
-    beta = [Resource("resource.k8s.io", "v1beta2", kind, plural, namespaced) for kind, plural, namespaced in
-            (("DeviceClass", "deviceclasses", False), ("ResourceClaimTemplate", "resourceclaimtemplates", True))]
+    beta = [
+        Resource("resource.k8s.io", "v1beta2", kind, plural, namespaced)
+        for kind, plural, namespaced in (
+            ("DeviceClass", "deviceclasses", False),
+            ("ResourceClaimTemplate", "resourceclaimtemplates", True),
+        )
+    ]
     _, env = cluster(states.a4x_max, kube_version="v1.33.5", resources=without("resource.k8s.io") + beta)
     code, document = check({**env, **env_extra}, values)
     assert code == 1 and "api.version" in document["failed"]
@@ -352,12 +395,20 @@ def test_installed_release_is_upgrade_and_foreign_objects_are_refused(cluster, t
 
     # an object of the same name nobody's release owns: helm would refuse to adopt it
     kube2, env2 = cluster(states.healthy_a3ultra)
-    kube2.put({"apiVersion": "v1", "kind": "PersistentVolume",
-               "metadata": {"name": "llama31-405b-storage-llama31-405b-checkpoints-pv"}, "spec": {}})
+    kube2.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "llama31-405b-storage-llama31-405b-checkpoints-pv"},
+            "spec": {},
+        }
+    )
     code, document = check(env2)
     assert code == 1 and document["failed"] == ["objects.free"]
-    assert "PersistentVolume llama31-405b-storage-llama31-405b-checkpoints-pv of llama31-405b-storage (owned by no " \
-           "helm release)" in result(document, "objects.free")["message"]
+    assert (
+        "PersistentVolume llama31-405b-storage-llama31-405b-checkpoints-pv of llama31-405b-storage (owned by no "
+        "helm release)" in result(document, "objects.free")["message"]
+    )
 
 
 def test_upgrade_of_a_release_that_is_not_installed(cluster):
@@ -369,30 +420,62 @@ def test_upgrade_of_a_release_that_is_not_installed(cluster):
 
 
 def test_referenced_objects(cluster, tmp_path):
-    envs = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
-            {"name": "NCCL_TUNING", "valueFrom": {"configMapKeyRef": {"name": "nccl-tuning", "key": "profile"}}}]
+    envs = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
+        {"name": "NCCL_TUNING", "valueFrom": {"configMapKeyRef": {"name": "nccl-tuning", "key": "profile"}}},
+    ]
     values = single_jobset(tmp_path, serviceAccountName="train-ksa", priorityClassName="training-high", envs=envs)
     _, env = cluster(states.healthy_a3ultra)
     code, document = check(env, values)
     assert code == 1
-    assert set(document["failed"]) == {"refs.pvc", "refs.secrets", "refs.configmaps", "refs.serviceaccounts",
-                                       "refs.priorityclass"}
+    assert set(document["failed"]) == {
+        "refs.pvc",
+        "refs.secrets",
+        "refs.configmaps",
+        "refs.serviceaccounts",
+        "refs.priorityclass",
+    }
     assert result(document, "refs.configmaps")["message"] == "ConfigMap missing: ml-team/nccl-tuning (JobSet solo)"
     assert "ml-team/llama31-405b-checkpoints-pvc" in result(document, "refs.pvc")["message"]
     assert "ml-team/hf-token" in result(document, "refs.secrets")["message"]
 
     def with_them(kube):
         states.healthy_a3ultra(kube)
-        kube.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": "ml-team"},
-                  "data": {"token": "eA=="}})
-        kube.put({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "train-ksa", "namespace": "ml-team"}})
-        kube.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nccl-tuning", "namespace": "ml-team"},
-                  "data": {"profile": "a3u"}})
-        kube.put({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "training-high"},
-                  "value": 1000})
-        kube.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                  "metadata": {"name": "llama31-405b-checkpoints-pvc", "namespace": "ml-team"},
-                  "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Ti"}}}})
+        kube.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "hf-token", "namespace": "ml-team"},
+                "data": {"token": "eA=="},
+            }
+        )
+        kube.put(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "train-ksa", "namespace": "ml-team"}}
+        )
+        kube.put(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "nccl-tuning", "namespace": "ml-team"},
+                "data": {"profile": "a3u"},
+            }
+        )
+        kube.put(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "training-high"},
+                "value": 1000,
+            }
+        )
+        kube.put(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "llama31-405b-checkpoints-pvc", "namespace": "ml-team"},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Ti"}}},
+            }
+        )
 
     _, env = cluster(with_them)
     code, document = check(env, values)
@@ -439,13 +522,22 @@ def test_required_topology_without_a_topology_fails(cluster):
     _, env = cluster(no_tas, kube_version="v1.34.1")
     code, document = check({**env, "KUEUE_NAME": "a4x-max"}, EXAMPLES / "a4x-max-llama31-405b.yaml")
     assert code == 1 and document["failed"] == ["queue.topology"]
-    assert "cloud.google.com/gce-topology-block (podset-required-topology)" in result(document, "queue.topology")["message"]
+    assert (
+        "cloud.google.com/gce-topology-block (podset-required-topology)"
+        in result(document, "queue.topology")["message"]
+    )
 
 
 def test_quota_in_use_is_a_warning(cluster):
-    _, env = cluster(lambda kube: (states.namespaces(kube, "ml-team"), states.a3ultra_nodes(kube, 64),
-                                   states.kueue(kube, quota=512, used=256), states.gke_networks(kube),
-                                   states.csi(kube, "gcsfuse.csi.storage.gke.io")))
+    _, env = cluster(
+        lambda kube: (
+            states.namespaces(kube, "ml-team"),
+            states.a3ultra_nodes(kube, 64),
+            states.kueue(kube, quota=512, used=256),
+            states.gke_networks(kube),
+            states.csi(kube, "gcsfuse.csi.storage.gke.io"),
+        )
+    )
     code, document = check(env)
     quota = result(document, "queue.quota")
     assert code == 0 and quota["verdict"] == "warn" and "256 are in use" in quota["message"]
@@ -458,14 +550,22 @@ def test_rbac_denied(cluster):
     code, document = check(env)
     assert code == 1 and document["failed"] == ["access.rbac"]
     rbac = result(document, "access.rbac")
-    assert "create secrets in ml-team" in rbac["message"] and "create clusterroles.rbac.authorization.k8s.io (cluster-wide)" \
-        in rbac["details"]["denied"]
+    assert (
+        "create secrets in ml-team" in rbac["message"]
+        and "create clusterroles.rbac.authorization.k8s.io (cluster-wide)" in rbac["details"]["denied"]
+    )
 
 
 def test_a_forbidden_read_skips_its_check_with_the_reason(cluster):
     kube, env = cluster(states.healthy_a3ultra)
-    kube.fail_next("GET", "Node", status=403, reason="Forbidden", times=None,
-                   message='nodes is forbidden: User "alice" cannot list resource "nodes" at the cluster scope')
+    kube.fail_next(
+        "GET",
+        "Node",
+        status=403,
+        reason="Forbidden",
+        times=None,
+        message='nodes is forbidden: User "alice" cannot list resource "nodes" at the cluster scope',
+    )
     code, document = check(env)
     assert code == 0
     skipped = result(document, "capacity.nodes")
@@ -509,8 +609,12 @@ def test_install_runs_preflight_first(helm, tmp_path):
         assert "preflight FAILED: 1 failed (queue.quota)" in proc.stderr
         assert "a preflight check failed; nothing was installed (--no-preflight skips the checks)" in proc.stderr
         assert kube.objects("JobSet") == [] and kube.objects("Deployment") == []
-        assert not [r for r in kube.requests if r.method in ("PUT", "PATCH", "DELETE") or
-                    (r.method == "POST" and "selfsubjectaccessreviews" not in r.path)]
+        assert not [
+            r
+            for r in kube.requests
+            if r.method in ("PUT", "PATCH", "DELETE")
+            or (r.method == "POST" and "selfsubjectaccessreviews" not in r.path)
+        ]
         # --preflight-only and --no-preflight exclude each other
         proc = nemo(["install", "--values", str(RECIPE), *NS, "--no-preflight", "--preflight-only"], env)
         assert proc.returncode == 2 and "exclude each other" in proc.stderr
@@ -562,9 +666,25 @@ def test_helm_nemo_preflight_as_a_plugin_uses_helms_settings(helm, plugin_home, 
         (tmp_path / "two-contexts").write_text(json.dumps(kubeconfig))
         env["KUBECONFIG"] = str(tmp_path / "two-contexts")
         env.pop("HELM_BIN", None)
-        proc = subprocess.run([str(helm.binary), "nemo", "preflight", "--values", str(RECIPE), "-n", "ml-team",
-                               "--kube-context", "emulator", "-o", "json"], env=env, cwd=ROOT, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [
+                str(helm.binary),
+                "nemo",
+                "preflight",
+                "--values",
+                str(RECIPE),
+                "-n",
+                "ml-team",
+                "--kube-context",
+                "emulator",
+                "-o",
+                "json",
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         document = json.loads(proc.stdout)
         assert (document["context"], document["namespace"]) == ("emulator", "ml-team")

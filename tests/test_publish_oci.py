@@ -65,8 +65,9 @@ def registry(tmp_path_factory):
         f"http:\n  addr: 127.0.0.1:{port}\n"
     )
     log = open(folder / "registry.log", "wb")
-    proc = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                            preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        [str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+    )
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -93,8 +94,9 @@ def registry(tmp_path_factory):
 def nemo(helm, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`helm-nemo …` as helm runs the plugin: $HELM_BIN set, helm's isolated homes."""
     full = {**helm.env, "HELM_BIN": str(helm.binary), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "helm_nemo", *args], cwd=ROOT, env=full,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "helm_nemo", *args], cwd=ROOT, env=full, capture_output=True, text=True, check=False
+    )
 
 
 def released_charts() -> dict[str, str]:
@@ -103,8 +105,11 @@ def released_charts() -> dict[str, str]:
     as jobset-a4x-max 1.1.0 once was, shows up as not pushed)."""
     entries = chart_versions.changelog_entries(ROOT)
     accelerators = {p.stem for p in (ROOT / "values/accelerators").glob("*.yaml")}
-    return {c.name: c.digest for c in chart_versions.read_charts(ROOT / "charts")
-            if chart_versions.released(c.name, c.version, entries, accelerators)}
+    return {
+        c.name: c.digest
+        for c in chart_versions.read_charts(ROOT / "charts")
+        if chart_versions.released(c.name, c.version, entries, accelerators)
+    }
 
 
 def status_of(table: str) -> dict[str, str]:
@@ -154,7 +159,9 @@ def test_pulled_chart_renders_like_local(helm, published, tmp_path):
     local_files = chart_versions.read_chart(local).files
     pulled_files = chart_versions.read_chart(pulled).files
     assert sorted(pulled_files) == sorted(local_files)
-    assert {k: v for k, v in pulled_files.items() if k != "Chart.yaml"} == {k: v for k, v in local_files.items() if k != "Chart.yaml"}
+    assert {k: v for k, v in pulled_files.items() if k != "Chart.yaml"} == {
+        k: v for k, v in local_files.items() if k != "Chart.yaml"
+    }
     args = ["--set", "queue=q", "--set", "workload.image=img:1", "--set", "workload.jobTimestamp=2026-01-01-00-00-00"]
     assert helm.template("r", pulled, *args).stdout == helm.template("r", local, *args).stdout
 
@@ -179,15 +186,18 @@ def test_tampered_chart_is_refused_and_registry_keeps_original(helm, published, 
     for name in ("HELM_DATA_HOME", "HELM_CONFIG_HOME", "HELM_CACHE_HOME"):
         monkeypatch.setenv(name, helm.env[name])
     lines: list[str] = []
-    outcomes = publish.publish(target, found, HelmBinary(str(helm.binary)), plain_http=True, echo=lines.append,
-                               verify_lock=None)
+    outcomes = publish.publish(
+        target, found, HelmBinary(str(helm.binary)), plain_http=True, echo=lines.append, verify_lock=None
+    )
     assert [o.status for o in outcomes] == ["refused"]
     assert "exists in the registry with different content" in outcomes[0].reason
     # the registry still serves the original
     shown = yaml.safe_load(helm.run("show", "chart", f"{target}/{CHART}", "--version", VERSION, "--plain-http").stdout)
     assert shown["annotations"][chart_versions.CONTENT_DIGEST_ANNOTATION] == released_charts()[CHART]
     helm.run("pull", f"{target}/{CHART}", "--version", VERSION, "--plain-http", "--untar", "-d", str(tmp_path / "pull"))
-    assert (tmp_path / "pull" / CHART / "values.yaml").read_bytes() == (ROOT / "charts/a3ultra/jobset/values.yaml").read_bytes()
+    assert (tmp_path / "pull" / CHART / "values.yaml").read_bytes() == (
+        ROOT / "charts/a3ultra/jobset/values.yaml"
+    ).read_bytes()
 
 
 def test_template_from_oci_renders_like_local(helm, published, tmp_path):
@@ -201,8 +211,18 @@ def test_template_from_oci_renders_like_local(helm, published, tmp_path):
     env = {"KUEUE_NAME": "team-queue", "GCS_BUCKET": "my-bucket", "PROJECT_ID": "my-project"}
     local = nemo(helm, "template", "-f", str(values_file), env=env)
     assert local.returncode == 0, local.stderr
-    remote = nemo(helm, "template", "-f", str(values_file), "--chart", f"{target}/{CHART}", "--version", VERSION,
-                  "--plain-http", env=env)
+    remote = nemo(
+        helm,
+        "template",
+        "-f",
+        str(values_file),
+        "--chart",
+        f"{target}/{CHART}",
+        "--version",
+        VERSION,
+        "--plain-http",
+        env=env,
+    )
     assert remote.returncode == 0, remote.stderr
     assert "kind: JobSet" in local.stdout
     assert remote.stdout == local.stdout
@@ -263,8 +283,11 @@ def test_chart_repository_setting_renders_the_published_charts(helm, published):
     assert empty.returncode != 0 and "not found" in empty.stderr.lower(), empty.stderr
 
 
-USER_SCHEMA = {"type": "object", "additionalProperties": False,
-               "properties": {"release": {"type": "string"}, "replicas": {"type": "integer", "minimum": 1, "maximum": 8}}}
+USER_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"release": {"type": "string"}, "replicas": {"type": "integer", "minimum": 1, "maximum": 8}},
+}
 
 
 @pytest.fixture(scope="session")
@@ -275,8 +298,9 @@ def user_chart_pushed(helm3, registry, tmp_path_factory):
     (folder / "Chart.yaml").write_text("apiVersion: v2\nname: mine\nversion: 0.1.0\n")
     (folder / "values.yaml").write_text("replicas: 1\n")
     (folder / "values.schema.json").write_text(json.dumps(USER_SCHEMA))
-    (folder / "templates/cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
-                                              "data:\n  n: {{ .Values.replicas | quote }}\n")
+    (folder / "templates/cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  n: {{ .Values.replicas | quote }}\n"
+    )
     package = helm3.run("package", str(folder), "-d", str(folder.parent))
     tgz = package.stdout.strip().rsplit(" ", 1)[-1]
     helm3.run("push", tgz, f"oci://{registry}/own", "--plain-http")

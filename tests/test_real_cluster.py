@@ -25,9 +25,18 @@ pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "values" / "examples").glob("*.yaml"))
 # What uninstall must leave nothing of (besides the namespace's own kube-root-ca.crt and default account).
-LEFTOVER_KINDS = [("batch/v1", "jobs"), ("v1", "pods"), ("v1", "configmaps"), ("v1", "secrets"), ("v1", "services"),
-                  ("jobset.x-k8s.io/v1alpha2", "jobsets"), ("kueue.x-k8s.io/v1beta2", "workloads"),
-                  ("apps/v1", "deployments"), ("apps/v1", "daemonsets"), ("v1", "persistentvolumeclaims")]
+LEFTOVER_KINDS = [
+    ("batch/v1", "jobs"),
+    ("v1", "pods"),
+    ("v1", "configmaps"),
+    ("v1", "secrets"),
+    ("v1", "services"),
+    ("jobset.x-k8s.io/v1alpha2", "jobsets"),
+    ("kueue.x-k8s.io/v1beta2", "workloads"),
+    ("apps/v1", "deployments"),
+    ("apps/v1", "daemonsets"),
+    ("v1", "persistentvolumeclaims"),
+]
 NAMESPACE_DEFAULTS = {("configmaps", "kube-root-ca.crt")}
 
 
@@ -52,8 +61,7 @@ class Nemo:
         env = helm_env(tmp)
         for name in ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_DRIVER", "HELM_DEBUG", "HELM_NEMO_DEBUG"):
             env.pop(name, None)
-        env.update(EXAMPLE_ENV, KUBECONFIG=str(cluster.kubeconfig_path), HOME=str(home),
-                   HELM_BIN=str(HELMS[helm_name]))
+        env.update(EXAMPLE_ENV, KUBECONFIG=str(cluster.kubeconfig_path), HOME=str(home), HELM_BIN=str(HELMS[helm_name]))
         self.env, self.helm = env, str(HELMS[helm_name])
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess:
@@ -62,8 +70,14 @@ class Nemo:
         # named cluster states): here the point is what the API server and webhooks accept.
         if args and args[0] in ("install", "upgrade") and "--preflight-only" not in args:
             args = (*args, "--no-preflight")
-        return subprocess.run([sys.executable, "-m", "helm_nemo", *args], env=self.env, cwd=ROOT,
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "helm_nemo", *args],
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
 
     def helm_run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([self.helm, *args], env=self.env, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -87,8 +101,11 @@ def new_namespace(cluster, stem: str) -> str:
     _namespaces.append(name)
     cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # Pods need the namespace's default service account (the service-account admission plugin).
-    cluster.wait_for(f"default service account in {name}",
-                     lambda: cluster._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 30)
+    cluster.wait_for(
+        f"default service account in {name}",
+        lambda: cluster._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+        30,
+    )
     return name
 
 
@@ -110,7 +127,11 @@ def leftovers(cluster, namespace: str) -> list[str]:
 def cluster_scoped_leftovers(cluster, objects: list[dict]) -> list[str]:
     found = []
     for obj in objects:
-        if not obj["metadata"].get("namespace") or obj["kind"] in ("PersistentVolume", "ClusterRole", "ClusterRoleBinding"):
+        if not obj["metadata"].get("namespace") or obj["kind"] in (
+            "PersistentVolume",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        ):
             path = cluster.path_of(obj)
             if cluster._exists(path):
                 found.append(path)
@@ -133,10 +154,26 @@ def test_control_plane_is_the_pinned_upstream(cluster):
     assert len(urls) == 2 and all(u.startswith("127.0.0.1:") for u in urls)
     # The JobSet webhook answers: a JobSet whose replicated job name makes pod names too long is refused.
     namespace = new_namespace(cluster, "smoke")
-    bad = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-           "metadata": {"name": "j" * 60, "namespace": namespace},
-           "spec": {"replicatedJobs": [{"name": "r", "replicas": 1, "template": {"spec": {"template": {"spec": {
-               "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
+    bad = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "j" * 60, "namespace": namespace},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "r",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
     with pytest.raises(Exception) as refused:
         cluster.api("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets", bad)
     assert "admission webhook" in str(refused.value) and "jobset" in str(refused.value).lower(), refused.value
@@ -191,17 +228,47 @@ def kueue_queue(cluster, namespace: str, gpus: int, profile: str = "a3high") -> 
     """A Topology of hosts, a ResourceFlavor for the profile's nodes, a ClusterQueue with `gpus` GPUs of
     quota for this namespace and the LocalQueue the example names (KUEUE_NAME). Returns the ClusterQueue."""
     accelerator = yaml.safe_load((ROOT / f"values/accelerators/{profile}.yaml").read_text())
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "hosts"},
-                   "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}})
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": profile},
-                   "spec": {"nodeLabels": accelerator["nodeLabels"], "topologyName": "hosts"}})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Topology",
+            "metadata": {"name": "hosts"},
+            "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": profile},
+            "spec": {"nodeLabels": accelerator["nodeLabels"], "topologyName": "hosts"},
+        }
+    )
     cq = f"cq-{namespace}"
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
-                   "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                            "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                                {"name": profile, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}})
-    cluster.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                   "metadata": {"name": QUEUE, "namespace": namespace}, "spec": {"clusterQueue": cq}})
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [{"name": profile, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}],
+                    }
+                ],
+            },
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        }
+    )
     return cq
 
 
@@ -232,52 +299,105 @@ def test_jobset_runs_on_gpu_nodes_and_kueue_holds_what_exceeds_quota(cluster, ne
     cq = kueue_queue(cluster, namespace, gpus=16)
 
     ok(nemo("install", "first", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
-    workload = cluster.wait_for("the first JobSet's Workload admitted", lambda: (
-        (w := workload_of(cluster, namespace, "first")) and (condition(w, "Admitted") or {}).get("status") == "True" and w), 60)
+    workload = cluster.wait_for(
+        "the first JobSet's Workload admitted",
+        lambda: (
+            (w := workload_of(cluster, namespace, "first"))
+            and (condition(w, "Admitted") or {}).get("status") == "True"
+            and w
+        ),
+        60,
+    )
     assert workload["status"]["admission"]["clusterQueue"] == cq
     jobset_path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/first"
     cluster.wait_for("Kueue resumes the JobSet", lambda: cluster.get(jobset_path)["spec"].get("suspend") is False, 30)
-    jobs = cluster.wait_for("the JobSet's Job", lambda: cluster.list_objects(
-        "batch/v1", "jobs", namespace, "jobset.sigs.k8s.io/jobset-name=first"), 30)
+    jobs = cluster.wait_for(
+        "the JobSet's Job",
+        lambda: cluster.list_objects("batch/v1", "jobs", namespace, "jobset.sigs.k8s.io/jobset-name=first"),
+        30,
+    )
     assert [j["metadata"]["name"] for j in jobs] == ["first-workload-0"]
-    pods = cluster.wait_for("2 pods bound to A3 High nodes", lambda: (
-        (p := pods_of(cluster, namespace, "first")) and len(p) == 2 and all(x["spec"].get("nodeName") for x in p) and p), 60)
+    pods = cluster.wait_for(
+        "2 pods bound to A3 High nodes",
+        lambda: (
+            (p := pods_of(cluster, namespace, "first"))
+            and len(p) == 2
+            and all(x["spec"].get("nodeName") for x in p)
+            and p
+        ),
+        60,
+    )
     placed = [p["spec"]["nodeName"] for p in pods]
     assert len(set(placed)) == 2 and set(placed) <= set(nodes), f"one 8-GPU pod per 8-GPU A3 High node: {placed}"
-    cluster.wait_for("kwok runs the pods to completion", lambda: all(
-        p["status"].get("phase") == "Succeeded" for p in pods_of(cluster, namespace, "first")), 90, 1)
-    done = cluster.wait_for("the JobSet Completed", lambda: (
-        (c := condition(cluster.get(jobset_path), "Completed")) and c["status"] == "True" and c), 60)
+    cluster.wait_for(
+        "kwok runs the pods to completion",
+        lambda: all(p["status"].get("phase") == "Succeeded" for p in pods_of(cluster, namespace, "first")),
+        90,
+        1,
+    )
+    done = cluster.wait_for(
+        "the JobSet Completed",
+        lambda: (c := condition(cluster.get(jobset_path), "Completed")) and c["status"] == "True" and c,
+        60,
+    )
     assert done["status"] == "True"
 
     # A second install asking for more GPUs than the ClusterQueue has is created but held: its Workload
     # gets no quota, the JobSet stays suspended and makes no pods.
     bigger = overlay(tmp_path, "bigger", {"workload": {"gpus": 24}})
     ok(nemo("install", "second", "--values", str(JOBSET_EXAMPLE), "--values", str(bigger), "-n", namespace))
-    held = cluster.wait_for("the second Workload evaluated", lambda: (
-        (w := workload_of(cluster, namespace, "second")) and condition(w, "QuotaReserved") and w), 60)
+    held = cluster.wait_for(
+        "the second Workload evaluated",
+        lambda: (w := workload_of(cluster, namespace, "second")) and condition(w, "QuotaReserved") and w,
+        60,
+    )
     reserved = condition(held, "QuotaReserved")
     print(f"Kueue holds the second install: {reserved['reason']}: {reserved['message']}")
     assert reserved["status"] == "False" and "nvidia.com/gpu" in reserved["message"], reserved
     assert condition(held, "Admitted") is None or condition(held, "Admitted")["status"] == "False"
-    assert cluster.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/second")["spec"]["suspend"] is True
+    assert (
+        cluster.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/second")["spec"]["suspend"] is True
+    )
     assert pods_of(cluster, namespace, "second") == []
     # With the quota raised it is admitted and runs.
-    cluster.api("PATCH", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{cq}",
-                {"spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                    {"name": "a3high", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 24}]}]}]}},
-                content_type="application/merge-patch+json")
+    cluster.api(
+        "PATCH",
+        f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{cq}",
+        {
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [{"name": "a3high", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 24}]}],
+                    }
+                ]
+            }
+        },
+        content_type="application/merge-patch+json",
+    )
     ensure_nodes(cluster, "a3high", 3)
-    cluster.wait_for("the second JobSet admitted once the quota allows it", lambda: (
-        (condition(workload_of(cluster, namespace, "second") or {}, "Admitted") or {}).get("status") == "True"), 60)
-    cluster.wait_for("3 pods of the second JobSet Succeeded", lambda: (
-        (p := pods_of(cluster, namespace, "second")) and len(p) == 3 and all(x["status"].get("phase") == "Succeeded" for x in p)),
-        120, 1)
+    cluster.wait_for(
+        "the second JobSet admitted once the quota allows it",
+        lambda: (condition(workload_of(cluster, namespace, "second") or {}, "Admitted") or {}).get("status") == "True",
+        60,
+    )
+    cluster.wait_for(
+        "3 pods of the second JobSet Succeeded",
+        lambda: (
+            (p := pods_of(cluster, namespace, "second"))
+            and len(p) == 3
+            and all(x["status"].get("phase") == "Succeeded" for x in p)
+        ),
+        120,
+        1,
+    )
 
     # Uninstall leaves no Job, Pod, ConfigMap, Secret, Service or Workload behind.
     ok(nemo("uninstall", "first", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     ok(nemo("uninstall", "second", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+
+
 # --------------------------------------------------------------------------------------------------
 # Upgrade of a running release meets the server's immutability
 
@@ -303,17 +423,24 @@ def test_upgrade_changing_the_pod_template_is_refused_by_the_jobset_webhook(clus
     # Plain helm with a new image: the JobSet webhook's own refusal, relayed by helm (Helm 3: strategic merge
     # patch; Helm 4: server-side apply), after helm has begun the upgrade.
     chart = str(ROOT / "charts/a3high/jobset")
-    proc = nemo.helm_run("upgrade", "run", chart, "--reuse-values", "--set", "workload.image=nvcr.io/nvidia/nemo:25.09",
-                         "-n", namespace)
+    proc = nemo.helm_run(
+        "upgrade", "run", chart, "--reuse-values", "--set", "workload.image=nvcr.io/nvidia/nemo:25.09", "-n", namespace
+    )
     print(f"the real refusal ({helm_name}):\n{proc.stderr}")
     assert proc.returncode != 0
     error = next(line for line in proc.stderr.splitlines() if line.startswith("Error:"))
-    assert error.startswith('Error: UPGRADE FAILED: ') and 'admission webhook "vjobset.kb.io" denied the request: ' \
-        'JobSet.jobset.x-k8s.io "run" is invalid: spec.replicatedJobs: Invalid value: [{"name":"workload"' in error, error
+    assert (
+        error.startswith("Error: UPGRADE FAILED: ")
+        and 'admission webhook "vjobset.kb.io" denied the request: '
+        'JobSet.jobset.x-k8s.io "run" is invalid: spec.replicatedJobs: Invalid value: [{"name":"workload"'
+        in error
+    ), error
     assert error.endswith("field is immutable"), error
 
     # helm nemo says so before helm is asked, naming the field, and changes nothing.
-    newer = overlay(tmp_path, "newer", {"workload": {"image": "nvcr.io/nvidia/nemo:25.09", "annotations": {"team": "a"}}})
+    newer = overlay(
+        tmp_path, "newer", {"workload": {"image": "nvcr.io/nvidia/nemo:25.09", "annotations": {"team": "a"}}}
+    )
     proc = nemo("upgrade", "run", "--values", str(JOBSET_EXAMPLE), "--values", str(newer), "-n", namespace)
     assert proc.returncode == 2, proc.stderr
     assert "helm nemo: the upgrade needs a new workload for run; nothing was changed." in proc.stderr
@@ -324,7 +451,9 @@ def test_upgrade_changing_the_pod_template_is_refused_by_the_jobset_webhook(clus
     assert proc.returncode == 2 and "needs a new workload" in proc.stderr, proc.stderr
     jobset = cluster.get(jobset_path)
     assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 2
-    images = [c["image"] for c in jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]]
+    images = [
+        c["image"] for c in jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    ]
     assert "nvcr.io/nvidia/nemo:25.07" in images and "nvcr.io/nvidia/nemo:25.09" not in images
 
     # --recreate: the old pods are gone before the new JobSet exists, and the run keeps its name.
@@ -334,10 +463,14 @@ def test_upgrade_changing_the_pod_template_is_refused_by_the_jobset_webhook(clus
     assert jobset["metadata"]["uid"] != old_uid
     pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert "nvcr.io/nvidia/nemo:25.09" in [c["image"] for c in pod["containers"]]
-    assert stamp == next(e["value"] for c in pod["containers"] for e in c.get("env", []) if e["name"] == "JOB_TIMESTAMP")
+    assert stamp == next(
+        e["value"] for c in pod["containers"] for e in c.get("env", []) if e["name"] == "JOB_TIMESTAMP"
+    )
     cluster.wait_for("the recreated JobSet's pods", lambda: len(pods_of(cluster, namespace, "run")) == 2, 60)
-    assert all("nvcr.io/nvidia/nemo:25.09" in [c["image"] for c in p["spec"]["containers"]]
-               for p in pods_of(cluster, namespace, "run"))
+    assert all(
+        "nvcr.io/nvidia/nemo:25.09" in [c["image"] for c in p["spec"]["containers"]]
+        for p in pods_of(cluster, namespace, "run")
+    )
 
     ok(nemo("uninstall", "run", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
@@ -357,22 +490,43 @@ def test_eks_recipe_runs_on_its_profile_nodes_only(cluster, nemo, helm_name):
     namespace = new_namespace(cluster, f"eks-{helm_name}")
     objects = rendered_objects(nemo, EKS_RECIPE, namespace)
     ok(nemo("install", "--values", str(EKS_RECIPE), "-n", namespace))
-    claim = cluster.wait_for("the FSx claim Bound by the PV controller", lambda: (
-        (c := cluster.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/fsx-pvc"))["status"].get("phase")
-        == "Bound" and c), 60)
+    claim = cluster.wait_for(
+        "the FSx claim Bound by the PV controller",
+        lambda: (
+            (c := cluster.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/fsx-pvc"))["status"].get("phase")
+            == "Bound"
+            and c
+        ),
+        60,
+    )
     assert claim["spec"]["volumeName"] == "fsx-fsx-pv"
     selector = "batch.kubernetes.io/job-name=gpt3-5b"
-    pods = cluster.wait_for("2 pods bound", lambda: (
-        (p := cluster.list_objects("v1", "pods", namespace, selector)) and len(p) == 2
-        and all(x["spec"].get("nodeName") for x in p) and p), 60)
+    pods = cluster.wait_for(
+        "2 pods bound",
+        lambda: (
+            (p := cluster.list_objects("v1", "pods", namespace, selector))
+            and len(p) == 2
+            and all(x["spec"].get("nodeName") for x in p)
+            and p
+        ),
+        60,
+    )
     placed = [p["spec"]["nodeName"] for p in pods]
     assert len(set(placed)) == 2 and set(placed) <= set(ours), f"pods on {placed}; p4de nodes {ours}, others {others}"
     for pod in pods:
         requests = pod["spec"]["containers"][0]["resources"]["requests"]
         assert requests["nvidia.com/gpu"] == "8" and requests["vpc.amazonaws.com/efa"] == "4", requests
-    cluster.wait_for("the Job Complete", lambda: (
-        (condition(cluster.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/gpt3-5b"), "Complete") or {})
-        .get("status") == "True"), 90, 1)
+    cluster.wait_for(
+        "the Job Complete",
+        lambda: (
+            (condition(cluster.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/gpt3-5b"), "Complete") or {}).get(
+                "status"
+            )
+            == "True"
+        ),
+        90,
+        1,
+    )
 
     ok(nemo("uninstall", "--values", str(EKS_RECIPE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
@@ -405,7 +559,9 @@ def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
         status = deployment["status"]
         assert status.get("availableReplicas") == deployment["spec"]["replicas"], status
     daemonsets = cluster.list_objects("apps/v1", "daemonsets", namespace)
-    assert daemonsets and all(d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"] > 0 for d in daemonsets)
+    assert daemonsets and all(
+        d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"] > 0 for d in daemonsets
+    )
     ok(nemo("uninstall", "--values", str(RESILIENCY_RECIPE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
 
@@ -423,16 +579,26 @@ def test_kwok_fails_pods_on_demand_and_serves_their_log(cluster, nemo, helm_name
     log = tmp_path / "train.log"  # in the container runtime's (CRI) log format, as a kubelet reads it
     log.write_text("".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(lines)))
     cluster.serve_logs(namespace, log)
-    failing = overlay(tmp_path, "failing", {"workload": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}})
+    failing = overlay(
+        tmp_path, "failing", {"workload": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}}
+    )
     ok(nemo("install", "bad", "--values", str(JOBSET_EXAMPLE), "--values", str(failing), "-n", namespace))
 
-    failed = cluster.wait_for("a pod of the JobSet Failed", lambda: [
-        p for p in pods_of(cluster, namespace, "bad") if p["status"].get("phase") == "Failed"], 90, 1)
+    failed = cluster.wait_for(
+        "a pod of the JobSet Failed",
+        lambda: [p for p in pods_of(cluster, namespace, "bad") if p["status"].get("phase") == "Failed"],
+        90,
+        1,
+    )
     state = failed[0]["status"]["containerStatuses"][0]["state"]["terminated"]
     assert state["exitCode"] == 1 and state["reason"] == "containerFailed", state
     jobset_path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/bad"
-    cluster.wait_for("the JobSet Failed (maxRestarts 0)", lambda: (
-        (condition(cluster.get(jobset_path), "Failed") or {}).get("status") == "True"), 90, 1)
+    cluster.wait_for(
+        "the JobSet Failed (maxRestarts 0)",
+        lambda: (condition(cluster.get(jobset_path), "Failed") or {}).get("status") == "True",
+        90,
+        1,
+    )
 
     name = failed[0]["metadata"]["name"]
     text = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log?container=workload")

@@ -53,8 +53,11 @@ def test_install_runs_releases_in_order_with_json_values(fake_helm):
     rc = releases.install(build_plans(RECIPE, ENV), helm, ["--wait"], echo=messages.append, now=now)
     assert rc == 0
     made = calls()
-    assert [c["argv"][:2] for c in made] == [["install", "llama31-405b-supervisor"], ["install", "llama31-405b-storage"],
-                                            ["install", "llama31-405b"]]
+    assert [c["argv"][:2] for c in made] == [
+        ["install", "llama31-405b-supervisor"],
+        ["install", "llama31-405b-storage"],
+        ["install", "llama31-405b"],
+    ]
     for call in made:
         assert call["argv"][3:5] == ["-f", "-"] and call["argv"][-1] == "--wait"
     workload = json.loads(made[2]["stdin"])
@@ -98,7 +101,10 @@ def test_uninstall_reports_every_failure(fake_helm, monkeypatch):
 def test_upgrade_install_flag(fake_helm):
     helm, calls = fake_helm
     example = ROOT / "values/examples/a4-llama31-405b.yaml"
-    assert releases.install(build_plans(example, ENV), helm, [], upgrade=True, install_missing=True, echo=lambda m: None) == 0
+    assert (
+        releases.install(build_plans(example, ENV), helm, [], upgrade=True, install_missing=True, echo=lambda m: None)
+        == 0
+    )
     # First the installed release's values (an upgrade keeps its job timestamp), then the upgrade.
     assert calls()[0]["argv"][:4] == ["get", "values", "llama31-405b-a4", "-o"]
     assert calls()[1]["argv"][:3] == ["upgrade", "--install", "llama31-405b-a4"]

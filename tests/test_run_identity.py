@@ -17,7 +17,9 @@ import yaml
 from conftest import JOB_TIMESTAMP, cluster_env
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKLOAD_CHARTS = sorted(p.parent for kind in ("jobset", "nemo-training") for p in (ROOT / "charts").glob(f"*/{kind}/Chart.yaml"))
+WORKLOAD_CHARTS = sorted(
+    p.parent for kind in ("jobset", "nemo-training") for p in (ROOT / "charts").glob(f"*/{kind}/Chart.yaml")
+)
 IDS = [str(c.relative_to(ROOT / "charts")) for c in WORKLOAD_CHARTS]
 STAMP = re.compile(r"\d{4}(-\d\d){5}")
 
@@ -27,11 +29,17 @@ def workload_env(text: str) -> dict:
         if not doc or doc["kind"] not in ("JobSet", "Job"):
             continue
         spec = doc["spec"]
-        pod = spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"] if doc["kind"] == "JobSet" else spec["template"]["spec"]
+        pod = (
+            spec["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            if doc["kind"] == "JobSet"
+            else spec["template"]["spec"]
+        )
         (workload,) = [c for c in pod["containers"] if c["name"] == "workload"]
         env = {e["name"]: e.get("value", e.get("valueFrom")) for e in workload["env"]}
         env["_script"] = workload["command"][2]
-        env["_init"] = {c["name"]: {e["name"]: e.get("value") for e in c.get("env", [])} for c in pod.get("initContainers") or []}
+        env["_init"] = {
+            c["name"]: {e["name"]: e.get("value") for e in c.get("env", [])} for c in pod.get("initContainers") or []
+        }
         return env
     raise AssertionError("no workload")
 
@@ -63,21 +71,33 @@ def test_the_values_make_a_render_reproducible(helm, chart):
     env = workload_env(out)
     assert (env["JOB_TIMESTAMP"], env["JOB_IDENTIFIER"]) == (JOB_TIMESTAMP, f"run-{JOB_TIMESTAMP}")
     # An earlier run's identifier resumes its directories; the time stays this install's.
-    env = workload_env(helm.template("run", chart, *stamped, "--set", "workload.jobIdentifier=run-2025-12-31-23-59-59").stdout)
+    env = workload_env(
+        helm.template("run", chart, *stamped, "--set", "workload.jobIdentifier=run-2025-12-31-23-59-59").stdout
+    )
     assert (env["JOB_TIMESTAMP"], env["JOB_IDENTIFIER"]) == (JOB_TIMESTAMP, "run-2025-12-31-23-59-59")
 
 
 def test_what_the_charts_derive_from_the_identity(helm3):
     """nemo-training builds the experiment's log dir, NeMo's exp_manager.version, the rendezvous id and the
     Nsight report folder from $JOB_IDENTIFIER; the checkpoint cleaners get the same identifier."""
-    env = workload_env(helm3.template("run", ROOT / "charts/a4/nemo-training", "--set", "nemo_config=x: 1",
-                                      "--set", "workload.profile.enabled=true").stdout)
+    env = workload_env(
+        helm3.template(
+            "run",
+            ROOT / "charts/a4/nemo-training",
+            "--set",
+            "nemo_config=x: 1",
+            "--set",
+            "workload.profile.enabled=true",
+        ).stdout
+    )
     script = env["_script"]
     assert 'explicit_log_dir="${EXPERIMENT_ROOT_DIR}/${EXPERIMENT_NAME}/${JOB_IDENTIFIER}"' in script
     assert '++exp_manager.version="$JOB_IDENTIFIER"' in script and '--rdzv_id="${JOB_IDENTIFIER}"' in script
     assert 'nsys_output_dir="${NSYS_OUTPUT_DIR:-${explicit_log_dir}}"' in script
-    for extra in (["--set", "workload.enable_local_ckpt=true", "--set", "volumes.ssdMountPath=/ssd"],
-                  ["--set", "workload.enable_ckpt_cleaner=true", "--set", "workload.local_ckpt_dir=/ssd/ckpt"]):
+    for extra in (
+        ["--set", "workload.enable_local_ckpt=true", "--set", "volumes.ssdMountPath=/ssd"],
+        ["--set", "workload.enable_ckpt_cleaner=true", "--set", "workload.local_ckpt_dir=/ssd/ckpt"],
+    ):
         env = workload_env(helm3.template("run", ROOT / "charts/a3ultra/jobset", *extra).stdout)
         assert env["_init"]["ckpt-cleaner"]["JOB_IDENTIFIER"] == env["JOB_IDENTIFIER"]
 
@@ -119,8 +139,14 @@ def test_helm_nemo_install_twice_is_two_runs(helm, kube, tmp_path):
         if attempt:
             time.sleep(1.1)
         for verb in (["install", "--no-preflight"], ["uninstall"]):  # no nodes here: the checks would fail
-            proc = subprocess.run([sys.executable, "-m", "helm_nemo", *verb, "run", "--values", str(values), "-n", "t"],
-                                  env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "helm_nemo", *verb, "run", "--values", str(values), "-n", "t"],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             assert proc.returncode == 0, proc.stderr
             if verb[0] == "install":
                 jobset = kube.get("JobSet", "run", "t")

@@ -18,8 +18,13 @@ from helm_nemo.validate.schema_cache import LazyDefs, cache_dir, load_defs, load
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBSET = ROOT / "schemas/k8s/jobset.x-k8s.io/jobset_v1alpha2.json"
-DEFS = {"$defs": {"a.B": {"type": "object", "properties": {"x": {"type": ["string", "null"], "enum": ["p", None]}}},
-                  "c.D": {"type": "integer", "format": "int64", "minimum": -1.5, "x-k": True}, "e.F": {}}}
+DEFS = {
+    "$defs": {
+        "a.B": {"type": "object", "properties": {"x": {"type": ["string", "null"], "enum": ["p", None]}}},
+        "c.D": {"type": "integer", "format": "int64", "minimum": -1.5, "x-k": True},
+        "e.F": {},
+    }
+}
 
 
 @pytest.fixture
@@ -35,6 +40,7 @@ def entries(folder: Path) -> list[Path]:
 
 def no_json(monkeypatch):
     """From here on a parse of the source fails the test: what is returned comes from the cache."""
+
     def refuse(*_a, **_k):
         raise AssertionError("parsed the source instead of reading the cache")
 
@@ -105,8 +111,9 @@ def test_the_entry_name_holds_the_code_and_marshal_versions(cache, tmp_path, mon
     monkeypatch.setattr("helm_nemo.__version__", "99.0.0")
     load_json(source)
     names = [p.name for p in entries(cache)]
-    assert len(names) == 3 and all(f"-m{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}.bin" in n
-                                   for n in names)
+    assert len(names) == 3 and all(
+        f"-m{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}.bin" in n for n in names
+    )
 
 
 def _corruptions(kind: str):
@@ -123,8 +130,9 @@ def _corruptions(kind: str):
         "right checksum, wrong type": lambda raw: magic + _checked(wrong_type),
     }
     if kind == "defs":  # an index whose entries point past the definitions
-        out["right checksum, index beyond the data"] = lambda raw: magic + _checked(marshal.dumps(
-            {name: (10**6, 9, 0) for name in DEFS["$defs"]}))
+        out["right checksum, index beyond the data"] = lambda raw: (
+            magic + _checked(marshal.dumps({name: (10**6, 9, 0) for name in DEFS["$defs"]}))
+        )
     return out
 
 
@@ -223,8 +231,16 @@ def test_concurrent_runs_on_an_empty_cache(cache, tmp_path):
     big = json.loads((ROOT / "schemas/k8s/kubeflow.org/pytorchjob_v1.json").read_text())
     source.write_text(json.dumps({"$defs": {**DEFS["$defs"], **{f"p{i}": big for i in range(4)}}}))
     env = {**os.environ, "HELM_NEMO_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(source)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT, str(source)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and out.strip() == "ok", err
@@ -257,8 +273,10 @@ print(json.dumps([[(p.kind, p.name, p.path, p.message, p.check) for p in validat
     assert not any(name.startswith("_definitions") for name in written)  # read in slices (SlicedDefs), no copy
     assert results[0] == results[1] == results[2]
     clean, broken = results[0]
-    assert clean == [] and sorted(p[3].split(" (")[0] for p in broken) == \
-        ["unknown field 'bogus'", "unknown field 'restartPolicyy'"]
+    assert clean == [] and sorted(p[3].split(" (")[0] for p in broken) == [
+        "unknown field 'bogus'",
+        "unknown field 'restartPolicyy'",
+    ]
 
 
 def test_kubernetes_definitions_are_read_in_slices_exactly_as_parsed_whole():

@@ -46,7 +46,9 @@ def keyed(errors, path_of):
     return sorted({(json.dumps(list(path_of(e))), e.validator) for e in errors})
 
 
-@pytest.mark.parametrize("schema_file", CHART_SCHEMAS, ids=[str(p.parent.relative_to(ROOT / "charts")) for p in CHART_SCHEMAS])
+@pytest.mark.parametrize(
+    "schema_file", CHART_SCHEMAS, ids=[str(p.parent.relative_to(ROOT / "charts")) for p in CHART_SCHEMAS]
+)
 def test_agrees_with_jsonschema(schema_file):
     schema = json.loads(schema_file.read_text())
     defaults = chart_defaults(schema_file.parent)
@@ -56,7 +58,9 @@ def test_agrees_with_jsonschema(schema_file):
         values = merge_values(copy.deepcopy(defaults), mutation)
         expected = keyed(reference.iter_errors(values), lambda e: e.absolute_path)
         # A bad property name: ours points at the key itself, jsonschema at the object holding it.
-        got = keyed(ours.iter_errors(values), lambda e: e.path[:-1] if e.message.startswith("property name") else e.path)
+        got = keyed(
+            ours.iter_errors(values), lambda e: e.path[:-1] if e.message.startswith("property name") else e.path
+        )
         # jsonschema also reports keywords beside a failed `type`; ours stops at the type error.
         expected = [e for e in expected if e in got or not any(g[0] == e[0] and g[1] == "type" for g in got)]
         assert got == expected, f"{mutation}"

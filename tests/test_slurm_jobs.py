@@ -22,8 +22,18 @@ import slurm_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "helm-nemo"
-HOSTILE = ["a; touch PWNED", "$(touch PWNED)", "`touch PWNED`", "it's \"quoted\" \\", "two\nlines", "${NOT_SET} $HOME",
-           "* ~ [x]", "", "--looks=like-a-flag", "é ✓"]
+HOSTILE = [
+    "a; touch PWNED",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    'it\'s "quoted" \\',
+    "two\nlines",
+    "${NOT_SET} $HOME",
+    "* ~ [x]",
+    "",
+    "--looks=like-a-flag",
+    "é ✓",
+]
 FAKE_TORCHRUN = """#!/bin/bash
 # stand-in for torchrun: record argv and env (NUL-separated) in the job's results directory
 out="$RESULTS_DIR/results/torchrun-node$NODE_RANK"
@@ -40,8 +50,10 @@ TIMINGS: dict[str, float] = {}
 def cluster(tmp_path_factory):
     missing = slurm_cluster.missing_binaries()
     if missing:
-        pytest.fail(f"Slurm is not installed (missing {', '.join(missing)}): run `WITH_SLURM=1 scripts/setup.sh` "
-                    "(make test and .ci/run do)")
+        pytest.fail(
+            f"Slurm is not installed (missing {', '.join(missing)}): run `WITH_SLURM=1 scripts/setup.sh` "
+            "(make test and .ci/run do)"
+        )
     folder = Path(f"/tmp/helm-nemo-slurm-{os.getpid()}")  # short: munge's socket path has a length limit
     started = time.monotonic()
     cluster = slurm_cluster.start(folder)
@@ -66,17 +78,29 @@ def job_env(cluster, tmp_path):
     return env
 
 
-def values_file(folder: Path, *, release: str = "smoke", args: list[str] = (), envs: dict[str, str] | None = None,
-                slurm: str = "") -> Path:
+def values_file(
+    folder: Path, *, release: str = "smoke", args: list[str] = (), envs: dict[str, str] | None = None, slurm: str = ""
+) -> Path:
     (folder / "config.yaml").write_text("name: megatron_gpt\ntrainer: {max_steps: 1}\n")
     lines = [
-        f"release: {release}", "chart: nemo-training", "accelerator: p4de", "files: {nemo_config: config.yaml}",
-        "workload:", "  gpus: 8", "  image: nvcr.io/nvidia/nemo:24.07", f"  experimentRootDir: {folder / 'results'}",
-        "  experimentName: exp", "  arguments:",
+        f"release: {release}",
+        "chart: nemo-training",
+        "accelerator: p4de",
+        "files: {nemo_config: config.yaml}",
+        "workload:",
+        "  gpus: 8",
+        "  image: nvcr.io/nvidia/nemo:24.07",
+        f"  experimentRootDir: {folder / 'results'}",
+        "  experimentName: exp",
+        "  arguments:",
         *[f"    - {json.dumps(a.replace('$', '$$'))}" for a in args],
         "  envs:",
         *[f"    - {{name: {k}, value: {json.dumps(v.replace('$', '$$'))}}}" for k, v in (envs or {}).items()],
-        "slurm:", "  container: false", "  gpus_per_node: null", "  partition: debug", "  time: '00:05:00'",
+        "slurm:",
+        "  container: false",
+        "  gpus_per_node: null",
+        "  partition: debug",
+        "  time: '00:05:00'",
         *[f"  {line}" for line in slurm.splitlines()],
     ]
     path = folder / "values.yaml"
@@ -103,8 +127,12 @@ def read0(path: Path) -> list[str]:
 def test_install_runs_the_job_with_env_and_arguments_intact(cluster, job_env, tmp_path):
     envs = {f"HOSTILE_{i}": h for i, h in enumerate(HOSTILE)}
     envs["HF_TOKEN"] = "${HF_TOKEN}"
-    values = values_file(tmp_path, args=HOSTILE + ["trainer.num_nodes=${NNODES}"], envs=envs,
-                         slurm="env: {WANDB_API_KEY: '${MY_WANDB_KEY}'}")
+    values = values_file(
+        tmp_path,
+        args=HOSTILE + ["trainer.num_nodes=${NNODES}"],
+        envs=envs,
+        slurm="env: {WANDB_API_KEY: '${MY_WANDB_KEY}'}",
+    )
     job_env.update(HF_TOKEN="hf-secret-1", MY_WANDB_KEY="wandb-secret-2")
     started = time.monotonic()
     proc = helm_nemo("install", "--target", "slurm", "--values", str(values), env=job_env)
@@ -123,14 +151,18 @@ def test_install_runs_the_job_with_env_and_arguments_intact(cluster, job_env, tm
     assert f"job {job_id}: sbatch --parsable --hold" in (results / "launcher.log").read_text()
 
     argv = read0(results / "results" / "torchrun-node0.argv")
-    assert argv[-len(HOSTILE) - 1:] == HOSTILE + ["trainer.num_nodes=1"]
+    assert argv[-len(HOSTILE) - 1 :] == HOSTILE + ["trainer.num_nodes=1"]
     assert f"--config-path={results}" in argv and f"++exp_manager.explicit_log_dir={results}/results" in argv
     env = dict(item.split("=", 1) for item in read0(results / "results" / "torchrun-node0.env"))
     for key, value in envs.items():
         if key.startswith("HOSTILE_"):
             assert env[key] == value, key
     assert env["HF_TOKEN"] == "hf-secret-1" and env["WANDB_API_KEY"] == "wandb-secret-2"
-    assert env["FI_PROVIDER"] == "efa" and env["NNODES"] == "1" and env["JOB_IDENTIFIER"] == f"nemo-megatron-smoke_{job_id}"
+    assert (
+        env["FI_PROVIDER"] == "efa"
+        and env["NNODES"] == "1"
+        and env["JOB_IDENTIFIER"] == f"nemo-megatron-smoke_{job_id}"
+    )
     assert not list(tmp_path.rglob("PWNED")) and not list(Path.cwd().glob("PWNED"))
 
     # secrets reached the job through the environment, never a file
@@ -203,14 +235,26 @@ def test_status_of_a_release_without_jobs(cluster, job_env, tmp_path):
 @pytest.mark.parametrize("example", ["p4de-gpt3-126m-slurm", "p5-gpt3-5b-slurm"])
 def test_sbatch_test_only_accepts_the_examples_multi_node_directives(cluster, job_env, tmp_path, example):
     env = {**job_env, "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com"}
-    rendered = helm_nemo("template", "--target", "slurm", "--values", str(ROOT / "values" / "examples" / f"{example}.yaml"),
-                         env=env)
+    rendered = helm_nemo(
+        "template", "--target", "slurm", "--values", str(ROOT / "values" / "examples" / f"{example}.yaml"), env=env
+    )
     assert rendered.returncode == 0, rendered.stderr
     if "--reservation=p5-capacity-block" in rendered.stdout:  # the p5 example's capacity block, as a reservation here
-        cluster.run("scontrol", "create", "reservation", "ReservationName=p5-capacity-block", "Nodes=gpu[1-2]",
-                    "StartTime=now", "Duration=60", "Users=root", check=False)
+        cluster.run(
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=p5-capacity-block",
+            "Nodes=gpu[1-2]",
+            "StartTime=now",
+            "Duration=60",
+            "Users=root",
+            check=False,
+        )
     path = tmp_path / "job.sh"
     path.write_text(rendered.stdout)
     proc = cluster.run("sbatch", "--test-only", str(path), check=False, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"Job \d+ to start at \S+ using \d+ processors on nodes gpu\[1-2\] in partition p(4de|5)", proc.stderr), proc.stderr
+    assert re.search(
+        r"Job \d+ to start at \S+ using \d+ processors on nodes gpu\[1-2\] in partition p(4de|5)", proc.stderr
+    ), proc.stderr

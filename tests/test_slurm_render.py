@@ -26,7 +26,7 @@ HOSTILE = [
     "a; touch PWNED",
     "$(touch PWNED)",
     "`touch PWNED`",
-    "it's \"quoted\" \\ back\\slash",
+    'it\'s "quoted" \\ back\\slash',
     "two\nlines\n",
     "${NOT_A_JOB_VARIABLE} and $HOME",
     "* ? [a-z] ~",
@@ -75,12 +75,20 @@ def test_example_golden(stem, monkeypatch):
 
 def test_seed_002_directives_and_launch():
     script = (GOLDEN / "p4de-gpt3-126m-slurm.sh").read_text()
-    for line in ["#SBATCH --nodes=2", "#SBATCH --gpus-per-node=8", "#SBATCH --exclusive", "#SBATCH --mem=0",
-                 "#SBATCH --partition=p4de", "#SBATCH --job-name=nemo-megatron-gpt3-126m",
-                 "#SBATCH --output=/fsx/results/gpt3_126m/log-%x_%j.out",
-                 "export FI_PROVIDER=efa  # profile p4de", "export FI_EFA_USE_DEVICE_RDMA=1  # profile p4de",
-                 "  --container-image=/apps/aws-nemo-megatron_23.07-py3.sqsh \\",
-                 "  --container-mounts=/fsx:/fsx \\", "  --no-container-mount-home \\"]:
+    for line in [
+        "#SBATCH --nodes=2",
+        "#SBATCH --gpus-per-node=8",
+        "#SBATCH --exclusive",
+        "#SBATCH --mem=0",
+        "#SBATCH --partition=p4de",
+        "#SBATCH --job-name=nemo-megatron-gpt3-126m",
+        "#SBATCH --output=/fsx/results/gpt3_126m/log-%x_%j.out",
+        "export FI_PROVIDER=efa  # profile p4de",
+        "export FI_EFA_USE_DEVICE_RDMA=1  # profile p4de",
+        "  --container-image=/apps/aws-nemo-megatron_23.07-py3.sqsh \\",
+        "  --container-mounts=/fsx:/fsx \\",
+        "  --no-container-mount-home \\",
+    ]:
         assert line in script.splitlines(), line
     assert "GLOO_SOCKET_IFNAME" not in script  # dropped by the profile's slurm: part (a pod's eth0)
     assert "#SBATCH --error" not in script  # stderr_to_stdout
@@ -104,7 +112,7 @@ def _run_locally(tmp_path: Path, script: str, env: dict[str, str] | None = None)
     stubs = {
         # srun: drop its own options, run the command (one task, node 0)
         "srun": '#!/bin/bash\nwhile [[ "$1" == -* ]]; do shift; done\nSLURM_NODEID=0 exec "$@"\n',
-        "scontrol": '#!/bin/bash\necho node-a\necho node-b\n',
+        "scontrol": "#!/bin/bash\necho node-a\necho node-b\n",
         "torchrun": '#!/bin/bash\nprintf "%s\\0" "$@" > "$RESULTS_DIR/argv"\nenv -0 > "$RESULTS_DIR/env"\n',
     }
     for name, text in stubs.items():
@@ -112,8 +120,14 @@ def _run_locally(tmp_path: Path, script: str, env: dict[str, str] | None = None)
         (bin_dir / name).chmod(0o755)
     path = tmp_path / "job.sh"
     path.write_text(script)
-    run_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "nemo-megatron-smoke",
-               "SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_NODELIST": "node-a", **(env or {})}
+    run_env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NAME": "nemo-megatron-smoke",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_JOB_NODELIST": "node-a",
+        **(env or {}),
+    }
     proc = subprocess.run(["bash", str(path)], cwd=tmp_path, env=run_env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     results = Path(re.search(r"results in (\S+)", proc.stdout).group(1))
@@ -126,16 +140,27 @@ def test_hostile_values_stay_one_argument_and_one_env_value(tmp_path):
     root = tmp_path / "results"
     args = "".join(f"    - {_yaml(h)}\n" for h in HOSTILE)
     envs = "".join(f"    - {{name: HOSTILE_{i}, value: {_yaml(h)}}}\n" for i, h in enumerate(HOSTILE))
-    values = write(tmp_path, BASE.replace("/results", str(root)) + "  arguments:\n" + args + "  envs:\n" + envs
-                   + "slurm: {container: false, gpus_per_node: null}\n")
+    values = write(
+        tmp_path,
+        BASE.replace("/results", str(root))
+        + "  arguments:\n"
+        + args
+        + "  envs:\n"
+        + envs
+        + "slurm: {container: false, gpus_per_node: null}\n",
+    )
     result = cli("template", "--target", "slurm", "--values", str(values))
     assert result.exit_code == 0, result.output
     argv, job_env = _run_locally(tmp_path, result.stdout)
-    assert argv[-len(HOSTILE):] == HOSTILE
+    assert argv[-len(HOSTILE) :] == HOSTILE
     for i, h in enumerate(HOSTILE):
         assert job_env[f"HOSTILE_{i}"] == h
     assert not list(tmp_path.rglob("PWNED"))
-    assert job_env["NNODES"] == "1" and job_env["MASTER_ADDR"] == "node-a" and job_env["JOB_IDENTIFIER"] == "nemo-megatron-smoke_42"
+    assert (
+        job_env["NNODES"] == "1"
+        and job_env["MASTER_ADDR"] == "node-a"
+        and job_env["JOB_IDENTIFIER"] == "nemo-megatron-smoke_42"
+    )
     saved = root / "exp" / "nemo-megatron-smoke_42"
     assert (saved / "nemo-config.yaml").read_text() == "name: test\ntrainer: {max_steps: 1}\n"
     assert (saved / "submission.sh").read_text() == result.stdout
@@ -148,9 +173,12 @@ def _yaml(text: str) -> str:
 
 
 def test_runtime_references_in_arguments_expand_per_job(tmp_path):
-    values = write(tmp_path, BASE.replace("/results", str(tmp_path / "r")) + "  arguments:\n"
-                   "    - trainer.num_nodes=${NNODES}\n    - exp=${JOB_IDENTIFIER}/${NODE_RANK}\n    - 'lit=$${NNODES}'\n"
-                   "slurm: {container: false, gpus_per_node: null}\n")
+    values = write(
+        tmp_path,
+        BASE.replace("/results", str(tmp_path / "r")) + "  arguments:\n"
+        "    - trainer.num_nodes=${NNODES}\n    - exp=${JOB_IDENTIFIER}/${NODE_RANK}\n    - 'lit=$${NNODES}'\n"
+        "slurm: {container: false, gpus_per_node: null}\n",
+    )
     result = cli("template", "--target", "slurm", "--values", str(values))
     assert result.exit_code == 0, result.output
     argv, _ = _run_locally(tmp_path, result.stdout)
@@ -164,7 +192,9 @@ def test_an_unknown_runtime_reference_is_an_error(tmp_path):
     assert f"{values}:11:7: $.workload.arguments[0]: ${{POD_NAME}} has no value in a Slurm job" in result.output
 
 
-SECRETS = BASE + """\
+SECRETS = (
+    BASE
+    + """\
   arguments:
     - --auth=Bearer ${MY_TOKEN}
   envs:
@@ -174,6 +204,7 @@ slurm:
   env: {API_KEY: "key=${MY_API_KEY}"}
   secret_env: [DECLARED, FROM_ENV_ONLY]
 """
+)
 SECRET_ENV = {"MY_TOKEN": "tok-123;$(x)", "HF_TOKEN": "hf-456", "MY_API_KEY": "ak-789"}
 
 
@@ -184,9 +215,13 @@ def test_secrets_are_references_never_clear(tmp_path):
     script = result.stdout
     for secret in ["tok-123", "hf-456", "ak-789", "literal-declared-secret"]:
         assert secret not in script
-    for line in ['export HF_TOKEN="${HF_TOKEN}"  # workload.envs', 'export DECLARED="${DECLARED}"  # workload.envs',
-                 'export API_KEY="key=${MY_API_KEY}"  # slurm.env', 'export FROM_ENV_ONLY="${FROM_ENV_ONLY}"  # slurm.secret_env',
-                 '  "--auth=Bearer ${MY_TOKEN}"']:
+    for line in [
+        'export HF_TOKEN="${HF_TOKEN}"  # workload.envs',
+        'export DECLARED="${DECLARED}"  # workload.envs',
+        'export API_KEY="key=${MY_API_KEY}"  # slurm.env',
+        'export FROM_ENV_ONLY="${FROM_ENV_ONLY}"  # slurm.secret_env',
+        '  "--auth=Bearer ${MY_TOKEN}"',
+    ]:
         assert line in script.splitlines(), line
     for name in ["DECLARED", "FROM_ENV_ONLY", "HF_TOKEN", "MY_API_KEY", "MY_TOKEN"]:
         assert f': "${{{name}:?secret {name} is not set in the environment of sbatch}}"' in script
@@ -196,7 +231,9 @@ def test_secrets_are_references_never_clear(tmp_path):
 
 
 def test_secret_values_reach_the_job_through_the_environment(tmp_path):
-    values = write(tmp_path, SECRETS.replace("/results", str(tmp_path / "r")) + "  container: false\n  gpus_per_node: null\n")
+    values = write(
+        tmp_path, SECRETS.replace("/results", str(tmp_path / "r")) + "  container: false\n  gpus_per_node: null\n"
+    )
     script = cli("template", "--target", "slurm", "--values", str(values), env=SECRET_ENV).stdout
     argv, job_env = _run_locally(tmp_path, script, {**SECRET_ENV, "DECLARED": "d-1", "FROM_ENV_ONLY": "e-2"})
     assert argv[-1] == "--auth=Bearer tok-123;$(x)"
@@ -207,7 +244,10 @@ def test_secret_values_reach_the_job_through_the_environment(tmp_path):
 
 
 def test_a_short_secret_masks_only_where_it_was_substituted(tmp_path):
-    values = write(tmp_path, BASE + "  ompNumThreads: 1\n  arguments: ['trainer.devices=1']\nslurm: {env: {PIN_KEY: '${PIN_KEY}'}}\n")
+    values = write(
+        tmp_path,
+        BASE + "  ompNumThreads: 1\n  arguments: ['trainer.devices=1']\nslurm: {env: {PIN_KEY: '${PIN_KEY}'}}\n",
+    )
     script = cli("template", "--target", "slurm", "--values", str(values), env={"PIN_KEY": "1"}).stdout
     assert 'export PIN_KEY="${PIN_KEY}"  # slurm.env' in script
     assert "  trainer.devices=1" in script and "export OMP_NUM_THREADS=1" in script
@@ -215,27 +255,46 @@ def test_a_short_secret_masks_only_where_it_was_substituted(tmp_path):
 
 
 def test_a_missing_secret_stops_the_job_before_anything_runs(tmp_path):
-    values = write(tmp_path, SECRETS.replace("/results", str(tmp_path / "r")) + "  container: false\n  gpus_per_node: null\n")
+    values = write(
+        tmp_path, SECRETS.replace("/results", str(tmp_path / "r")) + "  container: false\n  gpus_per_node: null\n"
+    )
     script = cli("template", "--target", "slurm", "--values", str(values), env=SECRET_ENV).stdout
     (tmp_path / "job.sh").write_text(script)
-    proc = subprocess.run(["bash", str(tmp_path / "job.sh")], env={"PATH": os.environ["PATH"], **SECRET_ENV},
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "job.sh")],
+        env={"PATH": os.environ["PATH"], **SECRET_ENV},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "secret DECLARED is not set in the environment of sbatch" in proc.stderr
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("extra, where, message", [
-    ("slurm: {partiton: p4de}\n", ":10:9: $.slurm.partiton: unknown key 'partiton'", "did you mean 'partition'?"),
-    ("slurm: {exclusive: 'yes'}\n", ":10:9: $.slurm.exclusive:", "boolean"),
-    ("slurm:\n  extra_directives: [\"--mail-type=END\\n#SBATCH --uid=0\"]\n", ":11:22: $.slurm.extra_directives[0]:", "does not match"),
-    ("slurm:\n  partition: \"p4de\\nrm -rf /\"\n", ":11:3: $.slurm.partition:", "is not valid"),
-    ("slurm: {container_mounts: ['/a:/b,/etc:/etc']}\n", ":10:28: $.slurm.container_mounts[0]:", "does not match"),
-    ("volumes: {ssdMountPath: /ssd}\n", ":10:11: $.volumes.ssdMountPath: the Slurm target cannot do this", "slurm.container_mounts"),
-    ("volumes:\n  pvcMounts: [{claimName: fsx-pvc, mountPath: /fsx}]\n",
-     ":11:16: $.volumes.pvcMounts[0].claimName: claim 'fsx-pvc' has no path",
-     "slurm.claim_paths: {fsx-pvc: /path/on/the/nodes}"),
-    ("slurm: {results_dir: relative/path}\n", ":10:9: $.slurm.results_dir:", "is not valid"),
-])
+@pytest.mark.parametrize(
+    "extra, where, message",
+    [
+        ("slurm: {partiton: p4de}\n", ":10:9: $.slurm.partiton: unknown key 'partiton'", "did you mean 'partition'?"),
+        ("slurm: {exclusive: 'yes'}\n", ":10:9: $.slurm.exclusive:", "boolean"),
+        (
+            'slurm:\n  extra_directives: ["--mail-type=END\\n#SBATCH --uid=0"]\n',
+            ":11:22: $.slurm.extra_directives[0]:",
+            "does not match",
+        ),
+        ('slurm:\n  partition: "p4de\\nrm -rf /"\n', ":11:3: $.slurm.partition:", "is not valid"),
+        ("slurm: {container_mounts: ['/a:/b,/etc:/etc']}\n", ":10:28: $.slurm.container_mounts[0]:", "does not match"),
+        (
+            "volumes: {ssdMountPath: /ssd}\n",
+            ":10:11: $.volumes.ssdMountPath: the Slurm target cannot do this",
+            "slurm.container_mounts",
+        ),
+        (
+            "volumes:\n  pvcMounts: [{claimName: fsx-pvc, mountPath: /fsx}]\n",
+            ":11:16: $.volumes.pvcMounts[0].claimName: claim 'fsx-pvc' has no path",
+            "slurm.claim_paths: {fsx-pvc: /path/on/the/nodes}",
+        ),
+        ("slurm: {results_dir: relative/path}\n", ":10:9: $.slurm.results_dir:", "is not valid"),
+    ],
+)
 def test_bad_slurm_values_are_reported_with_file_line_column(tmp_path, extra, where, message):
     values = write(tmp_path, BASE + extra)
     result = cli("template", "--target", "slurm", "--values", str(values))
@@ -287,13 +346,18 @@ def test_a_recipe_skips_storage_releases_and_refuses_the_others(tmp_path):
     assert result.exit_code == 0, result.output
     assert "note: release fsx (fsx-lustre) is Kubernetes storage: skipped on Slurm" in result.stderr
     assert "--container-mounts=/lustre:/fsx" in result.stdout and result.stdout.count("#!/bin/bash") == 1
-    jobset = RECIPE + """\
+    jobset = (
+        RECIPE
+        + """\
   - release: other
     chart: jobset
     accelerator: p4de
     values: {workload: {gpus: 8, image: x/y:1}}
 """
-    refused = CliRunner().invoke(main, ["template", "--target", "slurm", "--values", str(write(tmp_path, jobset))], env=ENV)
+    )
+    refused = CliRunner().invoke(
+        main, ["template", "--target", "slurm", "--values", str(write(tmp_path, jobset))], env=ENV
+    )
     assert refused.exit_code == 2
     assert ":18:5: $.releases[2].chart: release other: chart 'jobset' has no Slurm rendering" in refused.output
 
@@ -317,4 +381,6 @@ def test_a_secret_where_no_reference_can_stand_is_refused(tmp_path):
     values = write(tmp_path, BASE.replace("nvcr.io/nvidia/nemo:24.07", "registry.example.com/${REGISTRY_TOKEN}/nemo:1"))
     result = cli("template", "--target", "slurm", "--values", str(values), env={"REGISTRY_TOKEN": "t0ken-x"})
     assert result.exit_code == 2 and "t0ken-x" not in result.output
-    assert f"{values}:7:3: $.workload.image: the value of secret variable REGISTRY_TOKEN would be written" in result.output
+    assert (
+        f"{values}:7:3: $.workload.image: the value of secret variable REGISTRY_TOKEN would be written" in result.output
+    )

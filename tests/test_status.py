@@ -44,37 +44,114 @@ workload:
 
 
 def test_failed_scheduling_is_condensed():
-    message = ("0/54 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
-               "53 Insufficient nvidia.com/gpu. preemption: 0/54 nodes are available: 54 No preemption victims "
-               "found for incoming pod.")
-    assert objects.condense_scheduling(message) == \
-        "0/54 nodes available: 53 Insufficient nvidia.com/gpu, 1 untolerated taint {node.kubernetes.io/unreachable: }"
-    assert objects.condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.") \
+    message = (
+        "0/54 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }, "
+        "53 Insufficient nvidia.com/gpu. preemption: 0/54 nodes are available: 54 No preemption victims "
+        "found for incoming pod."
+    )
+    assert (
+        objects.condense_scheduling(message)
+        == "0/54 nodes available: 53 Insufficient nvidia.com/gpu, 1 untolerated taint {node.kubernetes.io/unreachable: }"
+    )
+    assert (
+        objects.condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
         == "0/3 nodes available: 3 didn't match node affinity/selector"
+    )
 
 
-@pytest.mark.parametrize("build, reason, words", [
-    (lambda: S.pod(RELEASE, 3, phase="Failed", statuses=[S.terminated("OOMKilled", 137, S.T0)]),
-     "OOMKilled", "out of memory (OOMKilled), exit code 137 (SIGKILL)"),
-    (lambda: S.pod(RELEASE, 1, phase="Failed", statuses=[S.terminated("Error", 139, S.T0)]),
-     "Error", "exit code 139 (SIGSEGV)"),
-    (lambda: S.pod(RELEASE, 2, phase="Running", statuses=[S.terminated("Error", 1, S.T0, restarts=4, state="crash")]),
-     "CrashLoopBackOff", "the container keeps crashing (restarted 4x; last: exit code 1)"),
-    (lambda: S.pod(RELEASE, 0, phase="Pending", statuses=[{"name": "workload", "ready": False, "restartCount": 0,
-        "state": {"waiting": {"reason": "ImagePullBackOff",
-                              "message": 'Back-off pulling image "nvcr.io/nvidia/nemo:25.13"'}}}]),
-     "ImagePullBackOff", 'cannot pull the image: Back-off pulling image "nvcr.io/nvidia/nemo:25.13"'),
-    (lambda: S.pod(RELEASE, 5, phase="Failed", statuses=[], reason="Evicted",
-                   message="The node was low on resource: ephemeral-storage."),
-     "Evicted", "evicted: The node was low on resource: ephemeral-storage."),
-    (lambda: S.pod(RELEASE, 4, phase="Pending", statuses=[], node=False, conditions=[S.condition(
-        "PodScheduled", "False", "Unschedulable", "0/54 nodes are available: 54 Insufficient nvidia.com/gpu.")]),
-     "FailedScheduling", "0/54 nodes available: 54 Insufficient nvidia.com/gpu"),
-    (lambda: S.pod(RELEASE, 0, phase="Running", statuses=[{**S.terminated("OOMKilled", 137, S.T0, restarts=1),
-        "state": {"running": {"startedAt": S.iso(S.T0)}}, "lastState": {"terminated": {
-            "exitCode": 137, "reason": "OOMKilled", "finishedAt": S.iso(S.T0)}}}]),
-     "OOMKilled", "was out of memory (OOMKilled) and restarted, exit code 137 (SIGKILL)"),
-])
+@pytest.mark.parametrize(
+    "build, reason, words",
+    [
+        (
+            lambda: S.pod(RELEASE, 3, phase="Failed", statuses=[S.terminated("OOMKilled", 137, S.T0)]),
+            "OOMKilled",
+            "out of memory (OOMKilled), exit code 137 (SIGKILL)",
+        ),
+        (
+            lambda: S.pod(RELEASE, 1, phase="Failed", statuses=[S.terminated("Error", 139, S.T0)]),
+            "Error",
+            "exit code 139 (SIGSEGV)",
+        ),
+        (
+            lambda: S.pod(
+                RELEASE, 2, phase="Running", statuses=[S.terminated("Error", 1, S.T0, restarts=4, state="crash")]
+            ),
+            "CrashLoopBackOff",
+            "the container keeps crashing (restarted 4x; last: exit code 1)",
+        ),
+        (
+            lambda: S.pod(
+                RELEASE,
+                0,
+                phase="Pending",
+                statuses=[
+                    {
+                        "name": "workload",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "waiting": {
+                                "reason": "ImagePullBackOff",
+                                "message": 'Back-off pulling image "nvcr.io/nvidia/nemo:25.13"',
+                            }
+                        },
+                    }
+                ],
+            ),
+            "ImagePullBackOff",
+            'cannot pull the image: Back-off pulling image "nvcr.io/nvidia/nemo:25.13"',
+        ),
+        (
+            lambda: S.pod(
+                RELEASE,
+                5,
+                phase="Failed",
+                statuses=[],
+                reason="Evicted",
+                message="The node was low on resource: ephemeral-storage.",
+            ),
+            "Evicted",
+            "evicted: The node was low on resource: ephemeral-storage.",
+        ),
+        (
+            lambda: S.pod(
+                RELEASE,
+                4,
+                phase="Pending",
+                statuses=[],
+                node=False,
+                conditions=[
+                    S.condition(
+                        "PodScheduled",
+                        "False",
+                        "Unschedulable",
+                        "0/54 nodes are available: 54 Insufficient nvidia.com/gpu.",
+                    )
+                ],
+            ),
+            "FailedScheduling",
+            "0/54 nodes available: 54 Insufficient nvidia.com/gpu",
+        ),
+        (
+            lambda: S.pod(
+                RELEASE,
+                0,
+                phase="Running",
+                statuses=[
+                    {
+                        **S.terminated("OOMKilled", 137, S.T0, restarts=1),
+                        "state": {"running": {"startedAt": S.iso(S.T0)}},
+                        "lastState": {
+                            "terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": S.iso(S.T0)}
+                        },
+                    }
+                ],
+            ),
+            "OOMKilled",
+            "was out of memory (OOMKilled) and restarted, exit code 137 (SIGKILL)",
+        ),
+    ],
+)
 def test_pod_reasons(build, reason, words):
     problem = objects.pod_problem(build())
     assert (problem.reason, problem.words) == (reason, words)
@@ -82,25 +159,73 @@ def test_pod_reasons(build, reason, words):
 
 def test_healthy_pods_have_no_problem_and_groups_merge_identical_reasons():
     assert objects.pod_problem(S.pod(RELEASE, 0)) is None
-    unscheduled = [S.pod(RELEASE, i, phase="Pending", statuses=[], node=False, conditions=[S.condition(
-        "PodScheduled", "False", "Unschedulable", "0/54 nodes are available: 54 Insufficient nvidia.com/gpu.")])
-        for i in range(40)]
+    unscheduled = [
+        S.pod(
+            RELEASE,
+            i,
+            phase="Pending",
+            statuses=[],
+            node=False,
+            conditions=[
+                S.condition(
+                    "PodScheduled",
+                    "False",
+                    "Unschedulable",
+                    "0/54 nodes are available: 54 Insufficient nvidia.com/gpu.",
+                )
+            ],
+        )
+        for i in range(40)
+    ]
     oom = S.pod(RELEASE, 41, phase="Failed", statuses=[S.terminated("OOMKilled", 137, S.T0 + timedelta(minutes=4))])
     summary = objects.summarize_pods(unscheduled + [oom] + [S.pod(RELEASE, 50)])
     assert summary.phases == {"Pending": 40, "Failed": 1, "Running": 1}
     assert [(g.reason, len(g.pods)) for g in summary.groups] == [("OOMKilled", 1), ("FailedScheduling", 40)]
 
 
-@pytest.mark.parametrize("conds, state, why", [
-    ([S.condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set workload: insufficient "
-                  "unused quota for nvidia.com/gpu in flavor a3-ultra, 16 more needed")], "pending", "quota"),
-    ([S.condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set workload: topology "
-                  "\"gke-default\" doesn't allow to fit any of 54 pod(s). Total nodes: 60; excluded: resource "
-                  "\"nvidia.com/gpu\": 8")], "pending", "topology"),
-    ([S.condition("QuotaReserved", "True", "QuotaReserved"), S.condition("Admitted", "True", "Admitted")], "admitted", ""),
-    ([S.condition("Finished", "True", "JobFinished", "Job finished successfully")], "finished", ""),
-    ([S.condition("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload")], "evicted", ""),
-])
+@pytest.mark.parametrize(
+    "conds, state, why",
+    [
+        (
+            [
+                S.condition(
+                    "QuotaReserved",
+                    "False",
+                    "Pending",
+                    "couldn't assign flavors to pod set workload: insufficient "
+                    "unused quota for nvidia.com/gpu in flavor a3-ultra, 16 more needed",
+                )
+            ],
+            "pending",
+            "quota",
+        ),
+        (
+            [
+                S.condition(
+                    "QuotaReserved",
+                    "False",
+                    "Pending",
+                    "couldn't assign flavors to pod set workload: topology "
+                    '"gke-default" doesn\'t allow to fit any of 54 pod(s). Total nodes: 60; excluded: resource '
+                    '"nvidia.com/gpu": 8',
+                )
+            ],
+            "pending",
+            "topology",
+        ),
+        (
+            [S.condition("QuotaReserved", "True", "QuotaReserved"), S.condition("Admitted", "True", "Admitted")],
+            "admitted",
+            "",
+        ),
+        ([S.condition("Finished", "True", "JobFinished", "Job finished successfully")], "finished", ""),
+        (
+            [S.condition("Evicted", "True", "Preempted", "Preempted to accommodate a higher priority Workload")],
+            "evicted",
+            "",
+        ),
+    ],
+)
 def test_kueue_states(conds, state, why):
     found = kueue.kueue_state(S.workload(S.jobset(RELEASE, 54), conds))
     assert (found.state, found.why) == (state, why)
@@ -112,8 +237,17 @@ def test_workload_states():
     assert objects.workload_state(S.jobset(RELEASE, 2)).state == "Active"
     done = S.jobset(RELEASE, 2, conditions=[S.condition("Completed", reason="AllJobsCompleted")])
     assert objects.workload_state(done).state == "Completed"
-    failed = S.jobset(RELEASE, 2, restarts=3, max_restarts=3, conditions=[
-        S.condition("Failed", reason="ReachedMaxRestarts", message="jobset failed due to reaching max number of restarts")])
+    failed = S.jobset(
+        RELEASE,
+        2,
+        restarts=3,
+        max_restarts=3,
+        conditions=[
+            S.condition(
+                "Failed", reason="ReachedMaxRestarts", message="jobset failed due to reaching max number of restarts"
+            )
+        ],
+    )
     state = objects.workload_state(failed)
     assert (state.state, state.reason, state.restarts, state.max_restarts) == ("Failed", "ReachedMaxRestarts", 3, 3)
     assert objects.workload_state(S.jobset(RELEASE, 2, suspend=True)).state == "Suspended"
@@ -124,27 +258,27 @@ def test_workload_states():
 
 SIGNATURE_EXCERPTS = {
     "nccl-timeout": "[default3]:[rank27]:[E1125 12:04:11.123456 ProcessGroupNCCL.cpp:616] [Rank 27] Watchdog caught "
-                    "collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=262144, "
-                    "NumelOut=262144, Timeout(ms)=600000) ran for 600054 milliseconds before timing out.",
+    "collective operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=262144, "
+    "NumelOut=262144, Timeout(ms)=600000) ran for 600054 milliseconds before timing out.",
     "nccl-error": "llama-workload-0-3:412:1337 [3] NCCL WARN NET/IB : Got completion from peer 10.128.0.7<47321> with "
-                  "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.128.0.9 remoteGids",
+    "status=12 opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.128.0.9 remoteGids",
     "cuda-oom": "[default5]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 5 has a total "
-                "capacity of 139.81 GiB of which 1.12 GiB is free.",
+    "capacity of 139.81 GiB of which 1.12 GiB is free.",
     "gpu-xid": "[ 8123.551234] NVRM: Xid (PCI:0000:9a:00): 79, pid=48213, name=python, GPU has fallen off the bus.",
     "ecc-error": "[default2]:RuntimeError: CUDA error: uncorrectable ECC error encountered",
     "cuda-error": "[default1]:RuntimeError: CUDA error: an illegal memory access was encountered",
     "segfault": "/workload/launcher/launch-workload.sh: line 44:   412 Segmentation fault      (core dumped) torchrun "
-                "--nproc-per-node 8 /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py",
+    "--nproc-per-node 8 /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py",
     "bus-error": "[default0]:ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
-                 "shared memory (shm). DataLoader worker (pid 991) is killed by signal: Bus error.",
+    "shared memory (shm). DataLoader worker (pid 991) is killed by signal: Bus error.",
     "nan-loss": "[default0]:RuntimeError: Rerun state machine detected that the result is NaN: found NaN in local grad "
-                "norm for bucket #0 in backward pass before data-parallel communication collective",
+    "norm for bucket #0 in backward pass before data-parallel communication collective",
     "disk-full": "[default0]:OSError: [Errno 28] No space left on device: '/ssd/checkpoints/step=1200'",
     "python-traceback": "[default0]:Traceback (most recent call last):\n"
-                        "[default0]:  File \"/opt/NeMo/scripts/llm/pretrain.py\", line 88, in <module>\n"
-                        "[default1]:some other rank's line\n"
-                        "[default0]:    trainer.fit(model)\n"
-                        "[default0]:KeyError: 'model.tokenizer'",
+    '[default0]:  File "/opt/NeMo/scripts/llm/pretrain.py", line 88, in <module>\n'
+    "[default1]:some other rank's line\n"
+    "[default0]:    trainer.fit(model)\n"
+    "[default0]:KeyError: 'model.tokenizer'",
 }
 
 
@@ -176,8 +310,9 @@ def values_file(tmp_path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fmt, log, steps", [("nemo2", S.nemo2_log, 60), ("nemo1", S.nemo1_log, 45),
-                                             ("dllogger", None, 30)])
+@pytest.mark.parametrize(
+    "fmt, log, steps", [("nemo2", S.nemo2_log, 60), ("nemo1", S.nemo1_log, 45), ("dllogger", None, 30)]
+)
 def test_progress_figures_equal_metrics(tmp_path, values_file, fmt, log, steps):
     text = S.dllogger_log(steps) if log is None else log(steps, 5000)
     found = progress(text, run_inputs(str(values_file)))
@@ -185,9 +320,14 @@ def test_progress_figures_equal_metrics(tmp_path, values_file, fmt, log, steps):
     assert (found.first_step, found.window_steps) == (steps - 20, 20)
     path = tmp_path / "rank0.log"
     path.write_text(text if text.endswith("\n") else text + "\n")  # the log once the bar's line is ended
-    report = measure(Request(file=str(path), values=str(values_file), start_step=found.first_step,
-                             end_step=found.last_step))
-    assert (found.step_time_s, found.tflops_per_gpu, found.mfu) == (report.step_time_s, report.tflops_per_gpu, report.mfu)
+    report = measure(
+        Request(file=str(path), values=str(values_file), start_step=found.first_step, end_step=found.last_step)
+    )
+    assert (found.step_time_s, found.tflops_per_gpu, found.mfu) == (
+        report.step_time_s,
+        report.tflops_per_gpu,
+        report.mfu,
+    )
     assert found.tokens_per_s == 32 * 8192 / report.step_time_s
     assert found.max_steps == 5000
     assert found.eta_s == (5000 - steps) * report.step_time_s
@@ -228,7 +368,10 @@ def test_log_endpoint_tail_timestamps_previous_and_container(tmp_path):
         # a 40000-character line is three runtime entries: tailLines=3 gets the last two and `last`
         assert client.text(path, {"container": "workload", "tailLines": "3"}) == "x" * (40000 - 16384) + "\nlast\n"
         stamped = client.text(path, {"container": "workload", "tailLines": "2", "timestamps": "true"})
-        assert stamped.startswith("2026-11-25T10:00:03.000000000Z x") and "\n2026-11-25T10:00:04.000000000Z last\n" in stamped
+        assert (
+            stamped.startswith("2026-11-25T10:00:03.000000000Z x")
+            and "\n2026-11-25T10:00:04.000000000Z last\n" in stamped
+        )
         assert client.text(path, {"container": "workload", "limitBytes": "3"}) == "a\nx"
         with pytest.raises(KubeApiError, match="previous terminated container"):
             client.text(path, {"container": "workload", "previous": "true"})
@@ -250,8 +393,9 @@ def test_log_endpoint_follow_streams_until_the_log_closes(tmp_path):
             kube.write_log(S.NS, name, "three\n", close=True)
 
         threading.Thread(target=later, daemon=True).start()
-        pieces = list(client.stream(f"/api/v1/namespaces/{S.NS}/pods/{name}/log",
-                                    {"container": "workload", "follow": "true"}))
+        pieces = list(
+            client.stream(f"/api/v1/namespaces/{S.NS}/pods/{name}/log", {"container": "workload", "follow": "true"})
+        )
         assert "".join(pieces) == "one\ntwo\nthree\n" and len(pieces) >= 2
 
 
@@ -283,17 +427,20 @@ def put_running(kube, nodes: int, log: str, *, stale_s: float = 0.0, step_s: flo
     return js
 
 
-@pytest.mark.parametrize("fmt, log", [("nemo2", S.nemo2_log(60, 5000)), ("nemo1", S.nemo1_log(45, 5000)),
-                                      ("dllogger", S.dllogger_log(30))])
+@pytest.mark.parametrize(
+    "fmt, log", [("nemo2", S.nemo2_log(60, 5000)), ("nemo1", S.nemo1_log(45, 5000)), ("dllogger", S.dllogger_log(30))]
+)
 def test_running_healthy(cluster, values_file, tmp_path, fmt, log):
     put_running(cluster, 4, log)
     code, out = nemo(cluster, "status", "--values", str(values_file))
     found = progress(log, run_inputs(str(values_file)))
     assert code == 0, out
     first = out.splitlines()[0]
-    assert first.startswith(f"{RELEASE} ({S.NS}): Running {found.steps_done}/5000 steps, "
-                            f"{found.step_time_s:.3g} s/step, {found.tflops_per_gpu:.0f} TFLOPS/GPU, "
-                            f"MFU {found.mfu * 100:.1f} %"), out
+    assert first.startswith(
+        f"{RELEASE} ({S.NS}): Running {found.steps_done}/5000 steps, "
+        f"{found.step_time_s:.3g} s/step, {found.tflops_per_gpu:.0f} TFLOPS/GPU, "
+        f"MFU {found.mfu * 100:.1f} %"
+    ), out
     assert "ETA " in first and "Kueue: admitted by a3-ultra-cq" in out and "pods: 4 Running; 4 ready" in out
     assert f"{fmt} log" in out and "STALLED" not in out
     data = json.loads(nemo(cluster, "status", "--values", str(values_file), "-o", "json")[1])
@@ -306,19 +453,37 @@ def test_stalled(cluster, values_file):
     put_running(cluster, 2, S.nemo2_log(40, 5000), stale_s=3600)
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 1, out
-    assert out.splitlines()[0].startswith(f"{RELEASE} ({S.NS}): Stalled: no training step for 1 h 00 m (limit 5 m 00 s), "
-                                          "last step 40/5000 at ")
+    assert out.splitlines()[0].startswith(
+        f"{RELEASE} ({S.NS}): Stalled: no training step for 1 h 00 m (limit 5 m 00 s), last step 40/5000 at "
+    )
 
 
-@pytest.mark.parametrize("why, message", [
-    ("quota", "couldn't assign flavors to pod set workload: insufficient unused quota for nvidia.com/gpu in flavor "
-              "a3-ultra, 16 more needed"),
-    ("topology", "couldn't assign flavors to pod set workload: topology \"gke-default\" doesn't allow to fit any of "
-                 "54 pod(s). Total nodes: 60; excluded: resource \"nvidia.com/gpu\": 8"),
-])
+@pytest.mark.parametrize(
+    "why, message",
+    [
+        (
+            "quota",
+            "couldn't assign flavors to pod set workload: insufficient unused quota for nvidia.com/gpu in flavor "
+            "a3-ultra, 16 more needed",
+        ),
+        (
+            "topology",
+            "couldn't assign flavors to pod set workload: topology \"gke-default\" doesn't allow to fit any of "
+            '54 pod(s). Total nodes: 60; excluded: resource "nvidia.com/gpu": 8',
+        ),
+    ],
+)
 def test_pending_in_kueue(cluster, values_file, why, message):
-    js = cluster.put(S.jobset(RELEASE, 54, suspend=True, conditions=[S.condition("Suspended", reason="WaitForAdmission")],
-                              ready=0, active=0))
+    js = cluster.put(
+        S.jobset(
+            RELEASE,
+            54,
+            suspend=True,
+            conditions=[S.condition("Suspended", reason="WaitForAdmission")],
+            ready=0,
+            active=0,
+        )
+    )
     cluster.put(S.workload(js, [S.condition("QuotaReserved", "False", "Pending", message)]))
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 0, out
@@ -327,22 +492,42 @@ def test_pending_in_kueue(cluster, values_file, why, message):
 
 def test_one_pod_oom_killed(cluster, values_file):
     oom_at = S.T0 + timedelta(hours=2, minutes=4)
-    js = S.jobset(RELEASE, 4, conditions=[S.condition("Failed", reason="FailedJobs", message="jobset failed due to one "
-                                                      "or more job failures", at=oom_at + timedelta(minutes=10))],
-                  ready=0, active=0, failed=1)  # its one job failed
+    js = S.jobset(
+        RELEASE,
+        4,
+        conditions=[
+            S.condition(
+                "Failed",
+                reason="FailedJobs",
+                message="jobset failed due to one or more job failures",
+                at=oom_at + timedelta(minutes=10),
+            )
+        ],
+        ready=0,
+        active=0,
+        failed=1,
+    )  # its one job failed
     cluster.put(js)
     cluster.put(S.pod(RELEASE, 3, phase="Failed", statuses=[S.terminated("OOMKilled", 137, oom_at)]))
     cluster.write_log(S.NS, S.pod(RELEASE, 3)["metadata"]["name"], S.nemo2_log(5, 5000), at=S.T0)
     for index in (0, 1, 2):  # the others time out in NCCL ten minutes later
-        cluster.put(S.pod(RELEASE, index, phase="Failed", statuses=[S.terminated("Error", 1, oom_at + timedelta(minutes=10))]))
-        cluster.write_log(S.NS, S.pod(RELEASE, index)["metadata"]["name"],
-                          S.nemo2_log(5, 5000) + SIGNATURE_EXCERPTS["nccl-timeout"] + "\n", at=S.T0)
+        cluster.put(
+            S.pod(RELEASE, index, phase="Failed", statuses=[S.terminated("Error", 1, oom_at + timedelta(minutes=10))])
+        )
+        cluster.write_log(
+            S.NS,
+            S.pod(RELEASE, index)["metadata"]["name"],
+            S.nemo2_log(5, 5000) + SIGNATURE_EXCERPTS["nccl-timeout"] + "\n",
+            at=S.T0,
+        )
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 1, out
     first = out.splitlines()[0]
     message = SIGNATURE_EXCERPTS["nccl-timeout"].split("[Rank 27] ")[1]  # without the launcher's and logger's prefixes
-    assert first == (f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-3-abcde OOMKilled at 12:04, nccl-timeout: "
-                     f"{message[:99]}… in rank 27"), out
+    assert first == (
+        f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-3-abcde OOMKilled at 12:04, nccl-timeout: "
+        f"{message[:99]}… in rank 27"
+    ), out
     assert "STALLED" not in out and "ETA" not in out  # the run is over
     assert "JobSet llama-test: Failed (FailedJobs)" in out and "Error llama-test-workload-0-0-abcde and 2 more" in out
     assert "nccl-timeout (3 pod(s))" in out
@@ -351,38 +536,72 @@ def test_one_pod_oom_killed(cluster, values_file):
 def test_image_pull_failure(cluster, values_file):
     js = S.jobset(RELEASE, 2, ready=0)
     cluster.put(js)
-    pulling = {"name": "workload", "ready": False, "restartCount": 0, "state": {"waiting": {
-        "reason": "ImagePullBackOff", "message": 'Back-off pulling image "nvcr.io/nvidia/nemo:25.13"'}}}
+    pulling = {
+        "name": "workload",
+        "ready": False,
+        "restartCount": 0,
+        "state": {
+            "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nvcr.io/nvidia/nemo:25.13"'}
+        },
+    }
     for index in range(2):
         cluster.put(S.pod(RELEASE, index, phase="Pending", statuses=[pulling]))
-    cluster.put(S.event("Pod", S.pod(RELEASE, 0)["metadata"]["name"], "Failed",
-                        'Failed to pull image "nvcr.io/nvidia/nemo:25.13": manifest unknown', S.T0, count=7))
+    cluster.put(
+        S.event(
+            "Pod",
+            S.pod(RELEASE, 0)["metadata"]["name"],
+            "Failed",
+            'Failed to pull image "nvcr.io/nvidia/nemo:25.13": manifest unknown',
+            S.T0,
+            count=7,
+        )
+    )
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 1, out
-    assert out.splitlines()[0] == (f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-0-abcde (+1 more) "
-                                   'ImagePullBackOff (cannot pull the image: Back-off pulling image '
-                                   '"nvcr.io/nvidia/nemo:25.13") at 10:00')
+    assert out.splitlines()[0] == (
+        f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-0-abcde (+1 more) "
+        "ImagePullBackOff (cannot pull the image: Back-off pulling image "
+        '"nvcr.io/nvidia/nemo:25.13") at 10:00'
+    )
     assert 'Failed: Failed to pull image "nvcr.io/nvidia/nemo:25.13": manifest unknown (x7)' in out
 
 
 def test_pods_not_scheduled(cluster, values_file):
     cluster.put(S.jobset(RELEASE, 3, ready=0))
-    message = "0/54 nodes are available: 51 node(s) didn't match Pod's node affinity/selector, 3 Insufficient nvidia.com/gpu."
+    message = (
+        "0/54 nodes are available: 51 node(s) didn't match Pod's node affinity/selector, 3 Insufficient nvidia.com/gpu."
+    )
     cluster.put(S.pod(RELEASE, 0))
     for index in (1, 2):
-        cluster.put(S.pod(RELEASE, index, phase="Pending", statuses=[], node=False,
-                          conditions=[S.condition("PodScheduled", "False", "Unschedulable", message)]))
+        cluster.put(
+            S.pod(
+                RELEASE,
+                index,
+                phase="Pending",
+                statuses=[],
+                node=False,
+                conditions=[S.condition("PodScheduled", "False", "Unschedulable", message)],
+            )
+        )
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert code == 0, out
-    assert out.splitlines()[0] == (f"{RELEASE} ({S.NS}): Pending: 2/3 pods not scheduled: 0/54 nodes available: "
-                                   "51 didn't match node affinity/selector, 3 Insufficient nvidia.com/gpu")
+    assert out.splitlines()[0] == (
+        f"{RELEASE} ({S.NS}): Pending: 2/3 pods not scheduled: 0/54 nodes available: "
+        "51 didn't match node affinity/selector, 3 Insufficient nvidia.com/gpu"
+    )
 
 
 def test_completed_and_not_found(cluster, values_file):
     code, out = nemo(cluster, "status", "--values", str(values_file))
     assert (code, out.strip()) == (3, f"{RELEASE} ({S.NS}): not found in namespace {S.NS}")
-    js = S.jobset(RELEASE, 2, conditions=[S.condition("Completed", reason="AllJobsCompleted",
-                                                      at=S.T0 + timedelta(hours=9))], ready=0, active=0, succeeded=1)
+    js = S.jobset(
+        RELEASE,
+        2,
+        conditions=[S.condition("Completed", reason="AllJobsCompleted", at=S.T0 + timedelta(hours=9))],
+        ready=0,
+        active=0,
+        succeeded=1,
+    )
     cluster.put(js)
     for index in range(2):
         cluster.put(S.pod(RELEASE, index, phase="Succeeded", statuses=[S.terminated("Completed", 0, S.T0)]))
@@ -406,15 +625,17 @@ def test_watch_lists_each_kind_once_per_refresh(cluster, values_file):
     lines = []
     action.status([RELEASE], client, watch=True, interval=0.01, out=lines.append, output="json", max_refreshes=2)
     assert [json.loads(line)["releases"][0]["state"] for line in lines] == ["Running", "Running"]  # JSON Lines
-    paths = [r.path for r in cluster.requests[before:before + 21]]  # the three text refreshes
+    paths = [r.path for r in cluster.requests[before : before + 21]]  # the three text refreshes
     per_refresh = {p: paths.count(p) for p in set(paths)}
-    assert per_refresh == {f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{S.NS}/jobsets": 3,
-                           f"/apis/batch/v1/namespaces/{S.NS}/jobs": 3,
-                           f"/api/v1/namespaces/{S.NS}/pods": 3,
-                           f"/api/v1/namespaces/{S.NS}/persistentvolumeclaims": 3,
-                           f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{S.NS}/workloads": 3,
-                           f"/api/v1/namespaces/{S.NS}/events": 3,
-                           f"/api/v1/namespaces/{S.NS}/pods/{S.pod(RELEASE, 0)['metadata']['name']}/log": 3}
+    assert per_refresh == {
+        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{S.NS}/jobsets": 3,
+        f"/apis/batch/v1/namespaces/{S.NS}/jobs": 3,
+        f"/api/v1/namespaces/{S.NS}/pods": 3,
+        f"/api/v1/namespaces/{S.NS}/persistentvolumeclaims": 3,
+        f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{S.NS}/workloads": 3,
+        f"/api/v1/namespaces/{S.NS}/events": 3,
+        f"/api/v1/namespaces/{S.NS}/pods/{S.pod(RELEASE, 0)['metadata']['name']}/log": 3,
+    }
     log_queries = [r.query for r in cluster.requests[before:] if r.path.endswith("/log")]
     assert all(q["tailLines"] == "2000" and q["container"] == "workload" for q in log_queries)
 
@@ -434,10 +655,16 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(plain))
     assert (verdict(suspended).state, verdict(suspended).line) == ("Suspended", "Suspended (spec.suspend)")
     no_workload = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
-    assert verdict(no_workload).line == ("Queued: no Kueue Workload yet for queue a3-ultra (is Kueue running, and the "
-                                         f"LocalQueue a3-ultra in namespace {S.NS}?)")
-    restarted = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
-                              pods=objects.summarize_pods([S.pod("r", 0)]))
+    assert verdict(no_workload).line == (
+        "Queued: no Kueue Workload yet for queue a3-ultra (is Kueue running, and the "
+        f"LocalQueue a3-ultra in namespace {S.NS}?)"
+    )
+    restarted = ReleaseStatus(
+        "r",
+        S.NS,
+        workload=objects.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
+        pods=objects.summarize_pods([S.pod("r", 0)]),
+    )
     assert verdict(restarted).line == "Running: 1/1 pods, no training step in the log yet (the set restarted 2x)"
     storage = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Bound"})
     assert verdict(storage).line == "Ready: 1 claim(s) bound"
@@ -445,46 +672,83 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     assert verdict(unbound).line == "Pending: claim(s) r-ckpt not bound"
     supervisor = ReleaseStatus("r-sup", S.NS, pods=objects.summarize_pods([S.pod("r-sup", 0)]))
     assert verdict(supervisor).line == "Ready: 1/1 pods ready"
-    starting = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2)),
-                             pods=objects.summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]))
+    starting = ReleaseStatus(
+        "r",
+        S.NS,
+        workload=objects.workload_state(S.jobset("r", 2)),
+        pods=objects.summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]),
+    )
     assert verdict(starting).line == "Pending: 1/2 pods running (1 Running, 1 Pending)"
-    running = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 1)),
-                            pods=objects.summarize_pods([S.pod("r", 0)]))
+    running = ReleaseStatus(
+        "r", S.NS, workload=objects.workload_state(S.jobset("r", 1)), pods=objects.summarize_pods([S.pod("r", 0)])
+    )
     assert verdict(running).line == "Running: 1/1 pods, no training step in the log yet"
     assert exit_code([verdict(storage), verdict(ReleaseStatus("x", S.NS))]) == 3
     assert exit_code([verdict(ReleaseStatus("x", S.NS)), verdict(suspended)]) == 3
 
 
-@pytest.mark.parametrize("waiting, reason, words", [
-    ({"reason": "CreateContainerConfigError", "message": 'secret "hf-token" not found'}, "CreateContainerConfigError",
-     "the container's configuration is wrong (a missing Secret or ConfigMap?): secret \"hf-token\" not found"),
-    ({"reason": "ErrImagePull", "message": "rpc error: code = NotFound desc = failed to pull and unpack image"},
-     "ErrImagePull", "cannot pull the image: rpc error: code = NotFound desc = failed to pull and unpack image"),
-])
+@pytest.mark.parametrize(
+    "waiting, reason, words",
+    [
+        (
+            {"reason": "CreateContainerConfigError", "message": 'secret "hf-token" not found'},
+            "CreateContainerConfigError",
+            'the container\'s configuration is wrong (a missing Secret or ConfigMap?): secret "hf-token" not found',
+        ),
+        (
+            {"reason": "ErrImagePull", "message": "rpc error: code = NotFound desc = failed to pull and unpack image"},
+            "ErrImagePull",
+            "cannot pull the image: rpc error: code = NotFound desc = failed to pull and unpack image",
+        ),
+    ],
+)
 def test_more_waiting_reasons(waiting, reason, words):
-    pod = S.pod(RELEASE, 0, phase="Pending", statuses=[{"name": "workload", "ready": False, "state": {"waiting": waiting}}])
+    pod = S.pod(
+        RELEASE, 0, phase="Pending", statuses=[{"name": "workload", "ready": False, "state": {"waiting": waiting}}]
+    )
     assert (objects.pod_problem(pod).reason, objects.pod_problem(pod).words) == (reason, words)
 
 
 def test_scheduling_gated_by_kueue_topology():
-    pod = S.pod(RELEASE, 0, phase="Pending", statuses=[], node=False,
-                conditions=[S.condition("PodScheduled", "False", "SchedulingGated",
-                                        "Scheduling is blocked due to non-empty scheduling gates")])
+    pod = S.pod(
+        RELEASE,
+        0,
+        phase="Pending",
+        statuses=[],
+        node=False,
+        conditions=[
+            S.condition(
+                "PodScheduled", "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"
+            )
+        ],
+    )
     pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
     problem = objects.pod_problem(pod)
-    assert (problem.reason, problem.words, problem.fatal) == ("SchedulingGated",
-                                                              "waiting for scheduling gate(s) kueue.x-k8s.io/topology", False)
+    assert (problem.reason, problem.words, problem.fatal) == (
+        "SchedulingGated",
+        "waiting for scheduling gate(s) kueue.x-k8s.io/topology",
+        False,
+    )
 
 
 def test_evicted_pod_fails_the_run(cluster, values_file):
     cluster.put(S.jobset(RELEASE, 2))
     cluster.put(S.pod(RELEASE, 0))
-    cluster.put(S.pod(RELEASE, 1, phase="Failed", statuses=[], reason="Evicted",
-                      message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi."))
+    cluster.put(
+        S.pod(
+            RELEASE,
+            1,
+            phase="Failed",
+            statuses=[],
+            reason="Evicted",
+            message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi.",
+        )
+    )
     code, out = nemo(cluster, "status", RELEASE)
     assert code == 1
-    assert out.splitlines()[0].startswith(f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-1-abcde evicted: "
-                                          "The node was low on resource: memory.")
+    assert out.splitlines()[0].startswith(
+        f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-1-abcde evicted: The node was low on resource: memory."
+    )
 
 
 def test_crash_loop_reads_the_previous_container(cluster):
@@ -495,9 +759,11 @@ def test_crash_loop_reads_the_previous_container(cluster):
     cluster.write_log(S.NS, name, SIGNATURE_EXCERPTS["python-traceback"] + "\n", previous=True)
     code, out = nemo(cluster, "status", RELEASE)
     assert code == 1
-    assert out.splitlines()[0] == (f"{RELEASE} ({S.NS}): Failed: pod {name} CrashLoopBackOff (the container keeps "
-                                   "crashing (restarted 3x; last: exit code 1)) at 10:00, python-traceback: KeyError: "
-                                   "'model.tokenizer' in rank 0")
+    assert out.splitlines()[0] == (
+        f"{RELEASE} ({S.NS}): Failed: pod {name} CrashLoopBackOff (the container keeps "
+        "crashing (restarted 3x; last: exit code 1)) at 10:00, python-traceback: KeyError: "
+        "'model.tokenizer' in rank 0"
+    )
     log_queries = [r.query for r in cluster.requests if r.path.endswith("/log")]
     assert {"previous": "true", "container": "workload", "tailLines": "300", "timestamps": "true"} in log_queries
 
@@ -536,8 +802,12 @@ def test_logs_errors_groups_signatures_of_every_pod(cluster):
     cluster.put(S.jobset(RELEASE, 3))
     for index, sig in enumerate(("cuda-oom", "nccl-error", "nccl-error")):
         cluster.put(S.pod(RELEASE, index))
-        cluster.write_log(S.NS, S.pod(RELEASE, index)["metadata"]["name"],
-                          S.nemo2_log(3, 10) + SIGNATURE_EXCERPTS[sig] + "\n", at=S.T0 + timedelta(minutes=index))
+        cluster.write_log(
+            S.NS,
+            S.pod(RELEASE, index)["metadata"]["name"],
+            S.nemo2_log(3, 10) + SIGNATURE_EXCERPTS[sig] + "\n",
+            at=S.T0 + timedelta(minutes=index),
+        )
     code, out = nemo(cluster, "logs", RELEASE, "--errors")
     assert code == 1
     assert out.splitlines()[0] == "2 failure signature(s) in the last 500 lines of 3 pod(s), first seen first:"
@@ -574,8 +844,10 @@ def test_slurm_status_reads_progress_from_the_job_log(tmp_path):
     lines = []
     slurm_jobs._progress_line(str(log), lines.append)
     found = progress(S.nemo2_log(30, 100))
-    assert lines == [f"  training: step 30/100, {found.step_time_s:.4g} s/step (steps 10–29), "
-                     f"ETA {int(round(70 * found.step_time_s)) // 60} m {int(round(70 * found.step_time_s)) % 60:02d} s (nemo2 log)"]
+    assert lines == [
+        f"  training: step 30/100, {found.step_time_s:.4g} s/step (steps 10–29), "
+        f"ETA {int(round(70 * found.step_time_s)) // 60} m {int(round(70 * found.step_time_s)) % 60:02d} s (nemo2 log)"
+    ]
     slurm_jobs._progress_line(str(tmp_path / "missing.out"), lines.append)
     assert len(lines) == 1
 
@@ -594,11 +866,20 @@ def test_status_of_an_installed_recipe(helm, kube, tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     recipe = root / "values/examples/a3ultra-405b.yaml"
-    env = {**cluster_env(helm.env, kube, tmp_path), "HELM_BIN": str(helm.binary), "GCS_BUCKET": "bkt-ckpt",
-           "KUEUE_NAME": "a3-ultra", "PROJECT_ID": "proj-1234"}
-    installed = subprocess.run([sys.executable, "-m", "helm_nemo", "install", "--values", str(recipe), "-n", S.NS,
-                                "--no-preflight"],
-                               env=env, cwd=root, capture_output=True, text=True)
+    env = {
+        **cluster_env(helm.env, kube, tmp_path),
+        "HELM_BIN": str(helm.binary),
+        "GCS_BUCKET": "bkt-ckpt",
+        "KUEUE_NAME": "a3-ultra",
+        "PROJECT_ID": "proj-1234",
+    }
+    installed = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", "install", "--values", str(recipe), "-n", S.NS, "--no-preflight"],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert installed.returncode == 0, installed.stderr
     jobset = kube.get("JobSet", "llama31-405b", S.NS)
     jobset["spec"]["suspend"] = False  # Kueue admitted it
@@ -607,8 +888,10 @@ def test_status_of_an_installed_recipe(helm, kube, tmp_path):
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     for index in range(54):
         pod = S.pod("llama31-405b", index, suffix=f"{index:05x}")
-        pod["metadata"]["labels"] = {**template["metadata"]["labels"], **{k: v for k, v in pod["metadata"]["labels"].items()
-                                                                          if k.startswith(("jobset", "batch"))}}
+        pod["metadata"]["labels"] = {
+            **template["metadata"]["labels"],
+            **{k: v for k, v in pod["metadata"]["labels"].items() if k.startswith(("jobset", "batch"))},
+        }
         pod["spec"] = {**template["spec"], "nodeName": f"gke-a3u-{index:03d}"}
         kube.put(pod)
     rank0 = f"llama31-405b-workload-0-0-{0:05x}"
@@ -616,16 +899,31 @@ def test_status_of_an_installed_recipe(helm, kube, tmp_path):
     kube.write_log(S.NS, rank0, log, at=datetime.now(UTC) - timedelta(seconds=log.count("\n")), step_s=1.0)
     for kind in ("Deployment", "DaemonSet"):
         for index, owner in enumerate(kube.objects(kind, S.NS)):
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": f"{owner['metadata']['name']}-{index}", "namespace": S.NS,
-                                "labels": owner["spec"]["template"]["metadata"]["labels"]},
-                   "spec": owner["spec"]["template"]["spec"],
-                   "status": {"phase": "Running", "containerStatuses": [
-                       {"name": c["name"], "ready": True, "restartCount": 0, "state": {"running": {}}}
-                       for c in owner["spec"]["template"]["spec"]["containers"]]}}
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{owner['metadata']['name']}-{index}",
+                    "namespace": S.NS,
+                    "labels": owner["spec"]["template"]["metadata"]["labels"],
+                },
+                "spec": owner["spec"]["template"]["spec"],
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": c["name"], "ready": True, "restartCount": 0, "state": {"running": {}}}
+                        for c in owner["spec"]["template"]["spec"]["containers"]
+                    ],
+                },
+            }
             kube.put(pod)
-    proc = subprocess.run([sys.executable, "-m", "helm_nemo", "status", "--values", str(recipe), "-n", S.NS],
-                          env=env, cwd=root, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", "status", "--values", str(recipe), "-n", S.NS],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     firsts = [block.splitlines()[0] for block in proc.stdout.strip().split("\n\n")]
     supervisors = len(kube.objects("Deployment", S.NS)) + len(kube.objects("DaemonSet", S.NS))

@@ -36,6 +36,7 @@ def failure(tmp_path, text, env, **kw) -> UserError:
 
 # --- what is substituted ---------------------------------------------------------------------------
 
+
 def test_braced_references_in_values_only_never_keys(tmp_path):
     got = data(tmp_path, "a: ${X}\nb: v-${X}-${X}\n${X}: key\nlist:\n  - ${X}\n", {"X": "val"})
     assert got == {"a": "val", "b": "v-val-val", "${X}": "key", "list": ["val"]}
@@ -43,13 +44,16 @@ def test_braced_references_in_values_only_never_keys(tmp_path):
 
 def test_bare_dollar_forms_are_left_alone(tmp_path):
     text = "a: $X and $(date) and $1 and $labels and $\nb: 'cost: $5'\n"
-    assert data(tmp_path, text, {"X": "val", "labels": "l"}) == {"a": "$X and $(date) and $1 and $labels and $",
-                                                                "b": "cost: $5"}
+    assert data(tmp_path, text, {"X": "val", "labels": "l"}) == {
+        "a": "$X and $(date) and $1 and $labels and $",
+        "b": "cost: $5",
+    }
 
 
 def test_injection_through_a_newline_stays_one_string(tmp_path):
-    got = data(tmp_path, "note: ${NOTE}\nreplicas: 1\npassword: \"${PW}\"\n",
-               {"NOTE": "hello\nreplicas: 999", "PW": 'p"w$d'})
+    got = data(
+        tmp_path, 'note: ${NOTE}\nreplicas: 1\npassword: "${PW}"\n', {"NOTE": "hello\nreplicas: 999", "PW": 'p"w$d'}
+    )
     assert got == {"note": "hello\nreplicas: 999", "replicas": 1, "password": 'p"w$d'}
     assert json.loads(json.dumps(got))["replicas"] == 1
 
@@ -59,21 +63,22 @@ def test_substituted_values_are_not_expanded_again(tmp_path):
 
 
 def test_escapes(tmp_path):
-    got = data(tmp_path, "a: $${X}\nb: echo cost=$$5\nc: \"$$${X}\"\n", {"X": "v"})
+    got = data(tmp_path, 'a: $${X}\nb: echo cost=$$5\nc: "$$${X}"\n', {"X": "v"})
     assert got == {"a": "${X}", "b": "echo cost=$5", "c": "$v"}
 
 
 def test_defaults(tmp_path):
-    text = "a: ${UNSET:-fallback}\nb: ${EMPTY:-fb}\nc: ${SET:-fb}\nd: ${UNSET:-x-${SET}}\ne: \"${UNSET:-}\"\n"
+    text = 'a: ${UNSET:-fallback}\nb: ${EMPTY:-fb}\nc: ${SET:-fb}\nd: ${UNSET:-x-${SET}}\ne: "${UNSET:-}"\n'
     got = data(tmp_path, text, {"EMPTY": "", "SET": "s"})
     assert got == {"a": "fallback", "b": "fb", "c": "s", "d": "x-s", "e": ""}
 
 
 def test_set_but_empty_is_substituted_as_empty(tmp_path):
-    assert data(tmp_path, "a: \"${E}\"\nb: x${E}y\n", {"E": ""}) == {"a": "", "b": "xy"}
+    assert data(tmp_path, 'a: "${E}"\nb: x${E}y\n', {"E": ""}) == {"a": "", "b": "xy"}
 
 
 # --- typing (§3.3 rule 5) --------------------------------------------------------------------------
+
 
 def test_quoted_reference_stays_a_string(tmp_path):
     got = data(tmp_path, "tag: \"${TAG}\"\nsingle: '${TAG}'\nblock: |\n  ${TAG}\n", {"TAG": "1.10"})
@@ -81,10 +86,18 @@ def test_quoted_reference_stays_a_string(tmp_path):
 
 
 def test_substituted_values_never_change_type(tmp_path):
-    text = "f: ${V}\nn: ${N}\nflag: ${F}\nt: ${T}\nz: ${Z}\ndef: ${UNSET:-16}\ninf: ${I}\nq: \"${V}\"\n"
+    text = 'f: ${V}\nn: ${N}\nflag: ${F}\nt: ${T}\nz: ${Z}\ndef: ${UNSET:-16}\ninf: ${I}\nq: "${V}"\n'
     got = data(tmp_path, text, {"V": "1.10", "N": "08", "F": "yes", "T": "true", "Z": "null", "I": ".inf"})
-    assert got == {"f": "1.10", "n": "08", "flag": "yes", "t": "true", "z": "null", "def": "16", "inf": ".inf",
-                   "q": "1.10"}
+    assert got == {
+        "f": "1.10",
+        "n": "08",
+        "flag": "yes",
+        "t": "true",
+        "z": "null",
+        "def": "16",
+        "inf": ".inf",
+        "q": "1.10",
+    }
     assert all(type(v) is str for v in got.values())
 
 
@@ -94,23 +107,33 @@ def test_partial_plain_reference_stays_a_string(tmp_path):
 
 # --- pod runtime variables -------------------------------------------------------------------------
 
+
 def test_runtime_variables_survive_even_when_set_locally(tmp_path):
-    text = ("workload:\n  defaultArguments:\n    - \"--num-nodes=${NNODES}\"\n    - --log-dir=${LOG_DIR_PREFIX}\n"
-            "    - --job=${JOB_IDENTIFIER}\n    - ${NNODES}\n"
-            "  envs:\n    - name: LOG_DIR_PREFIX\n      value: /logs\n")
+    text = (
+        'workload:\n  defaultArguments:\n    - "--num-nodes=${NNODES}"\n    - --log-dir=${LOG_DIR_PREFIX}\n'
+        "    - --job=${JOB_IDENTIFIER}\n    - ${NNODES}\n"
+        "  envs:\n    - name: LOG_DIR_PREFIX\n      value: /logs\n"
+    )
     got = data(tmp_path, text, {"NNODES": "999", "JOB_IDENTIFIER": "x", "HOME": "/root"})
-    assert got["workload"]["defaultArguments"] == ["--num-nodes=${NNODES}", "--log-dir=${LOG_DIR_PREFIX}",
-                                                   "--job=${JOB_IDENTIFIER}", "${NNODES}"]
+    assert got["workload"]["defaultArguments"] == [
+        "--num-nodes=${NNODES}",
+        "--log-dir=${LOG_DIR_PREFIX}",
+        "--job=${JOB_IDENTIFIER}",
+        "${NNODES}",
+    ]
 
 
 def test_a_pod_env_name_also_set_locally_is_an_error_that_says_how_to_choose(tmp_path):
     # Issue 16: an env entry named like a local variable silently turned every ${HF_TOKEN} into a pod reference.
-    text = ("workload:\n  arguments:\n    - --token=${HF_TOKEN}\n    - --also=$${HF_TOKEN}\n"
-            "  envs:\n    - name: HF_TOKEN\n      value: x\n")
+    text = (
+        "workload:\n  arguments:\n    - --token=${HF_TOKEN}\n    - --also=$${HF_TOKEN}\n"
+        "  envs:\n    - name: HF_TOKEN\n      value: x\n"
+    )
     (problem,) = failure(tmp_path, text, {"HF_TOKEN": "hf_local"}).problems
     assert (problem.line, problem.json_path) == (3, "$.workload.arguments[0]")
-    assert problem.message.startswith("${HF_TOKEN} is ambiguous: HF_TOKEN is an env var the values define for the pod "
-                                      "($.workload.envs[0], line 6)")
+    assert problem.message.startswith(
+        "${HF_TOKEN} is ambiguous: HF_TOKEN is an env var the values define for the pod ($.workload.envs[0], line 6)"
+    )
     assert "$${HF_TOKEN}" in problem.hint and "another name" in problem.hint
     # Unset locally, it stays for the pod; `$${…}` says so explicitly either way.
     assert data(tmp_path, text, {})["workload"]["arguments"] == ["--token=${HF_TOKEN}", "--also=${HF_TOKEN}"]
@@ -132,12 +155,30 @@ def test_explicit_keep_replaces_the_default(tmp_path):
 
 
 def test_runtime_variable_names():
-    assert {"NNODES", "GPUS_PER_NODE", "WORLD_SIZE", "JOB_IDENTIFIER", "JOB_TIMESTAMP", "JOB_UUID",
-            "JOB_COMPLETION_INDEX", "JOBSET_NAME", "REPLICATED_JOB_NAME", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK",
-            "RANK_0_FQDN", "HOSTNAME_PREFIX", "DOMAIN_NAME", "SSD_MOUNT_PATH", "NCCL_INIT_SCRIPT",
-            "HOSTNAME"} <= RUNTIME_VARIABLES
-    values = {"workload": {"envs": [{"name": "LOG_DIR_PREFIX", "value": "/l"}, {"value": "no name"}]},
-              "network": {"ncclSettings": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}
+    assert {
+        "NNODES",
+        "GPUS_PER_NODE",
+        "WORLD_SIZE",
+        "JOB_IDENTIFIER",
+        "JOB_TIMESTAMP",
+        "JOB_UUID",
+        "JOB_COMPLETION_INDEX",
+        "JOBSET_NAME",
+        "REPLICATED_JOB_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NODE_RANK",
+        "RANK_0_FQDN",
+        "HOSTNAME_PREFIX",
+        "DOMAIN_NAME",
+        "SSD_MOUNT_PATH",
+        "NCCL_INIT_SCRIPT",
+        "HOSTNAME",
+    } <= RUNTIME_VARIABLES
+    values = {
+        "workload": {"envs": [{"name": "LOG_DIR_PREFIX", "value": "/l"}, {"value": "no name"}]},
+        "network": {"ncclSettings": [{"name": "NCCL_DEBUG", "value": "INFO"}]},
+    }
     names = runtime_names(values)
     assert {"LOG_DIR_PREFIX", "NCCL_DEBUG", "NNODES"} <= names
     assert "GCS_BUCKET" not in names
@@ -153,6 +194,7 @@ def test_real_values_files_pass_with_an_empty_environment():
 
 # --- errors ----------------------------------------------------------------------------------------
 
+
 def test_all_missing_variables_reported_at_once_with_positions(tmp_path):
     err = failure(tmp_path, "a: ${ONE}\nb:\n  c: x-${TWO}\n  d:\n    - ok\n    - ${ONE}\n", {})
     assert [(p.line, p.column, p.json_path, p.message) for p in err.problems] == [
@@ -167,14 +209,16 @@ def test_all_missing_variables_reported_at_once_with_positions(tmp_path):
 
 def test_required_with_message(tmp_path):
     err = failure(tmp_path, "x: 1\nbucket: ${BUCKET:?set the bucket}\nother: ${E:?}\n", {"E": ""})
-    assert [(p.line, p.message) for p in err.problems] == [(2, "variable BUCKET is not set: set the bucket"),
-                                                           (3, "variable E is not set or empty")]
+    assert [(p.line, p.message) for p in err.problems] == [
+        (2, "variable BUCKET is not set: set the bucket"),
+        (3, "variable E is not set or empty"),
+    ]
     assert data(tmp_path, "bucket: ${BUCKET:?set it}\n", {"BUCKET": "b"}) == {"bucket": "b"}
 
 
 @pytest.mark.parametrize("reference", ["${x/y}", "${#X}", "${ X }", "${X:=v}", "${X-v}", "${1}", "${}", "${X^^}"])
 def test_malformed_reference_is_an_error(tmp_path, reference):
-    err = failure(tmp_path, f"a: ok\nb: \"run {reference}\"\n", {"X": "1", "x": "1"})
+    err = failure(tmp_path, f'a: ok\nb: "run {reference}"\n', {"X": "1", "x": "1"})
     (problem,) = err.problems
     assert problem.line == 2 and problem.json_path == "$.b"
     assert problem.message == f"malformed reference {reference!r}"
@@ -182,7 +226,7 @@ def test_malformed_reference_is_an_error(tmp_path, reference):
 
 
 def test_unterminated_reference_is_an_error(tmp_path):
-    (problem,) = failure(tmp_path, "a: \"${X\"\n", {"X": "1"}).problems
+    (problem,) = failure(tmp_path, 'a: "${X"\n', {"X": "1"}).problems
     assert "unterminated reference" in problem.message and problem.line == 1
 
 
@@ -201,6 +245,7 @@ def test_allow_list(tmp_path):
 
 # --- result ----------------------------------------------------------------------------------------
 
+
 def test_result_records_origin_of_each_substituted_path(tmp_path):
     result = run(tmp_path, "image:\n  tag: ${TAG}\nname: ${A}-${B}\nfixed: 1\n", {"TAG": "t", "A": "a", "B": "b"})
     assert result.used == {("image", "tag"): ["TAG"], ("name",): ["A", "B"]}
@@ -213,7 +258,12 @@ def test_redacted_masks_only_what_secret_variables_put_there(tmp_path):
     env = {"HF_TOKEN": "hf_abc", "DB_PASSWORD": "1", "API_KEY": "1234", "NAME": "run-1"}
     result = run(tmp_path, text, env)
     assert result.data["url"] == "https://u:1@h/" and result.data["pin"] == "1234"
-    assert result.redacted() == {"token": "***", "url": "https://u:***@h/", "pin": "***", "name": "run-1",
-                                 "plain": "1-2-3"}
+    assert result.redacted() == {
+        "token": "***",
+        "url": "https://u:***@h/",
+        "pin": "***",
+        "name": "run-1",
+        "plain": "1-2-3",
+    }
     assert result.redacted(env) == result.redacted()
     assert result.data["token"] == "hf_abc"  # redaction is a copy

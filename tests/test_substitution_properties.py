@@ -41,19 +41,58 @@ NAME_IN_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 # Wild strings: single characters and whole tokens, in any order (so references get split, nested,
 # escaped and left unterminated).
 CHARS = "ab1 :-?{}$\"'\n#.,[]|>&*!%@`\\"
-TOKENS = ["${SET_A}", "${SET_B}", "${SET_C}", "${SET_D}", "${SET_E}", "${SET_F}", "${NNODES}", "${JOB_IDENTIFIER}",
-          "${MASTER_ADDR:-x}", "${UNSET_X:-fallback}", "${SET_A:-unused}", "${UNSET_Y:-${SET_B}}", "${SET_E:?empty}",
-          "${ab}", "${", "}", "$", "$$", "${x/y}", "${ X }", "${}", "$NNODES", "$(date)", "$1", "SET_A", "NNODES",
-          ": ", "- ", "? ", "\n", "'", '"', "1.10", "yes", "~", "null", "08", "{a: 1}", "[b]"]
+TOKENS = [
+    "${SET_A}",
+    "${SET_B}",
+    "${SET_C}",
+    "${SET_D}",
+    "${SET_E}",
+    "${SET_F}",
+    "${NNODES}",
+    "${JOB_IDENTIFIER}",
+    "${MASTER_ADDR:-x}",
+    "${UNSET_X:-fallback}",
+    "${SET_A:-unused}",
+    "${UNSET_Y:-${SET_B}}",
+    "${SET_E:?empty}",
+    "${ab}",
+    "${",
+    "}",
+    "$",
+    "$$",
+    "${x/y}",
+    "${ X }",
+    "${}",
+    "$NNODES",
+    "$(date)",
+    "$1",
+    "SET_A",
+    "NNODES",
+    ": ",
+    "- ",
+    "? ",
+    "\n",
+    "'",
+    '"',
+    "1.10",
+    "yes",
+    "~",
+    "null",
+    "08",
+    "{a: 1}",
+    "[b]",
+]
 wild_text = st.lists(st.sampled_from(TOKENS) | st.text(alphabet=CHARS, max_size=3), max_size=6).map("".join)
-keys = st.sampled_from(["a", "image", "gpus", "x y", "k: v", "${SET_A}", "$${NNODES}", "1", "true", "null", "",
-                        "a\nb", "'q'", "- d"]) | st.text(alphabet=CHARS, max_size=4)
+keys = st.sampled_from(
+    ["a", "image", "gpus", "x y", "k: v", "${SET_A}", "$${NNODES}", "1", "true", "null", "", "a\nb", "'q'", "- d"]
+) | st.text(alphabet=CHARS, max_size=4)
 
 
 def tree(text_strategy):
-    leaves = st.none() | st.booleans() | st.integers(-10**9, 10**9) | text_strategy
-    nodes = st.recursive(leaves, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(keys, kids, max_size=4),
-                         max_leaves=25)
+    leaves = st.none() | st.booleans() | st.integers(-(10**9), 10**9) | text_strategy
+    nodes = st.recursive(
+        leaves, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(keys, kids, max_size=4), max_leaves=25
+    )
     return st.dictionaries(keys, nodes, max_size=5)
 
 
@@ -131,6 +170,7 @@ def load_and_substitute(data: dict, flow: bool, env: dict[str, str] | None = Non
 
 # --- structure is never changed ----------------------------------------------------------------
 
+
 @SETTINGS
 @given(data=tree(wild_text), flow=st.booleans())
 @example(data={"a": "${SET_A}", "b": "${SET_B}", "c": ["${SET_F}", 1, None, True]}, flow=False)
@@ -154,18 +194,44 @@ def test_the_explicit_example_is_typed_as_strings():
 # (written, expected after substitution). Each piece is self-contained, so the expected string of a
 # concatenation is the concatenation of the expected pieces (no piece ends in `$` or opens a brace).
 PIECES = [
-    ("${SET_A}", "1.10"), ("${SET_B}", "yes"), ("${SET_C}", ENV["SET_C"]), ("${SET_D}", ENV["SET_D"]),
-    ("${SET_E}", ""), ("${SET_F}", "08"), ("${UNSET_X:-fall back}", "fall back"),
-    ("${UNSET_X:-${SET_A}}", "1.10"), ("${SET_E:-dflt}", "dflt"), ("${SET_A:-dflt}", "1.10"),
+    ("${SET_A}", "1.10"),
+    ("${SET_B}", "yes"),
+    ("${SET_C}", ENV["SET_C"]),
+    ("${SET_D}", ENV["SET_D"]),
+    ("${SET_E}", ""),
+    ("${SET_F}", "08"),
+    ("${UNSET_X:-fall back}", "fall back"),
+    ("${UNSET_X:-${SET_A}}", "1.10"),
+    ("${SET_E:-dflt}", "dflt"),
+    ("${SET_A:-dflt}", "1.10"),
     ("${SET_A:?needed}", "1.10"),
-    ("${NNODES}", "${NNODES}"), ("${JOB_IDENTIFIER}", "${JOB_IDENTIFIER}"), ("${MASTER_ADDR:-h}", "${MASTER_ADDR:-h}"),
+    ("${NNODES}", "${NNODES}"),
+    ("${JOB_IDENTIFIER}", "${JOB_IDENTIFIER}"),
+    ("${MASTER_ADDR:-h}", "${MASTER_ADDR:-h}"),
     ("${NNODES:?x}", "${NNODES:?x}"),
-    ("$${SET_A}", "${SET_A}"), ("$$", "$"), ("$NNODES", "$NNODES"), ("$(date)", "$(date)"), ("$1", "$1"),
-    ("$ ", "$ "), ("\n", "\n"), (": ", ": "), ("- ", "- "), ("? ", "? "), ("'", "'"), ('"', '"'), ("#", "#"),
-    ("key: value", "key: value"), ("1.10", "1.10"), ("yes", "yes"), ("~", "~"), ("a", "a"), ("  ", "  "),
+    ("$${SET_A}", "${SET_A}"),
+    ("$$", "$"),
+    ("$NNODES", "$NNODES"),
+    ("$(date)", "$(date)"),
+    ("$1", "$1"),
+    ("$ ", "$ "),
+    ("\n", "\n"),
+    (": ", ": "),
+    ("- ", "- "),
+    ("? ", "? "),
+    ("'", "'"),
+    ('"', '"'),
+    ("#", "#"),
+    ("key: value", "key: value"),
+    ("1.10", "1.10"),
+    ("yes", "yes"),
+    ("~", "~"),
+    ("a", "a"),
+    ("  ", "  "),
 ]
-pieces = st.lists(st.sampled_from(PIECES), max_size=6).map(lambda ps: ("".join(w for w, _ in ps),
-                                                                      "".join(e for _, e in ps)))
+pieces = st.lists(st.sampled_from(PIECES), max_size=6).map(
+    lambda ps: ("".join(w for w, _ in ps), "".join(e for _, e in ps))
+)
 
 
 def _key_reads_back(key: str) -> bool:
@@ -174,7 +240,10 @@ def _key_reads_back(key: str) -> bool:
 
 
 @SETTINGS
-@given(items=st.dictionaries(keys.filter(_key_reads_back), pieces | st.lists(pieces, max_size=3), max_size=6), flow=st.booleans())
+@given(
+    items=st.dictionaries(keys.filter(_key_reads_back), pieces | st.lists(pieces, max_size=3), max_size=6),
+    flow=st.booleans(),
+)
 def test_well_formed_strings_substitute_exactly_and_runtime_references_survive(items, flow):
     written = {k: ([w for w, _ in v] if isinstance(v, list) else v[0]) for k, v in items.items()}
     expected = {k: ([e for _, e in v] if isinstance(v, list) else v[1]) for k, v in items.items()}
@@ -193,13 +262,41 @@ def test_well_formed_strings_substitute_exactly_and_runtime_references_survive(i
 # --- substituted values never add keys or change type ---------------------------------------------
 
 injection = st.text(alphabet="ab1:-?#{}[]\"' \n|>&*!$.", max_size=30) | st.sampled_from(
-    ["a: b", "x\nreplicas: 999", "- item", "{a: 1}", "[1, 2]", '"quoted": yes', "k: 'v'\n  nested: 1", "---\nb: 2",
-     "1.10", "yes", "no", "on", "08", "0x10", "1e3", "~", "null", ".inf", "true", "", " ", "&a x", "*a", "!!int 5"])
+    [
+        "a: b",
+        "x\nreplicas: 999",
+        "- item",
+        "{a: 1}",
+        "[1, 2]",
+        '"quoted": yes',
+        "k: 'v'\n  nested: 1",
+        "---\nb: 2",
+        "1.10",
+        "yes",
+        "no",
+        "on",
+        "08",
+        "0x10",
+        "1e3",
+        "~",
+        "null",
+        ".inf",
+        "true",
+        "",
+        " ",
+        "&a x",
+        "*a",
+        "!!int 5",
+    ]
+)
 
 
 @SETTINGS
-@given(value=injection, template=st.sampled_from(["${V}", "\"${V}\"", "'${V}'", "x-${V}", "${V}${V}", "${U:-${V}}"]),
-       extra=tree(st.sampled_from(["plain", "${V}", "n: ${V}"])))
+@given(
+    value=injection,
+    template=st.sampled_from(["${V}", '"${V}"', "'${V}'", "x-${V}", "${V}${V}", "${U:-${V}}"]),
+    extra=tree(st.sampled_from(["plain", "${V}", "n: ${V}"])),
+)
 def test_values_with_newlines_colons_and_quotes_never_add_keys(value, template, extra):
     text = f"first: {template}\nlist:\n  - {template}\n  - k: {template}\nlast: 1\n" + dump({"extra": extra}, False)
     loaded = load_values_text(text, "values.yaml")
@@ -214,5 +311,5 @@ def test_values_with_newlines_colons_and_quotes_never_add_keys(value, template, 
 
 @pytest.mark.parametrize("value", ["1.10", "yes", "08", "true", "null", "~", "1e3", "0x10", ".inf", "-1", ""])
 def test_whole_reference_is_the_variables_string(value):
-    loaded = load_values_text("plain: ${V}\nquoted: \"${V}\"\nlist:\n  - ${V}\n", "values.yaml")
+    loaded = load_values_text('plain: ${V}\nquoted: "${V}"\nlist:\n  - ${V}\n', "values.yaml")
     assert substitute(loaded, {"V": value}).data == {"plain": value, "quoted": value, "list": [value]}

@@ -30,10 +30,23 @@ def host_monitor(out: dict) -> dict:
 
 
 def test_recipe_values_render_everything_with_no_empty_config(helm):
-    out = objects(helm.template("sup", CHART, "-n", "ml", "-f", str(RECIPE_VALUES), "--set", "project=my-project").stdout)
+    out = objects(
+        helm.template("sup", CHART, "-n", "ml", "-f", str(RECIPE_VALUES), "--set", "project=my-project").stdout
+    )
     kinds = sorted(kind for kind, _ in out)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "Deployment",
-                     "Deployment", "Service", "Service", "Service", "ServiceAccount"]
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "DaemonSet",
+        "Deployment",
+        "Deployment",
+        "Deployment",
+        "Service",
+        "Service",
+        "Service",
+        "ServiceAccount",
+    ]
     data = out[("ConfigMap", "endpoint-config-sup")]["data"]
     assert all(value != "" for value in data.values()), data
     assert data["JOB_NAMESPACE"] == "default"  # the recipe file sets it; the default is the release namespace
@@ -61,8 +74,18 @@ def test_rbac_is_least_privilege_and_bound_to_the_release_account(helm):
 
 
 def test_rbac_creation_optional(helm):
-    out = objects(helm.template("sup", CHART, "--set", "rbac.create=false", "--set", "serviceAccount.create=false",
-                                "--set", "serviceAccount.name=supervisor-sa").stdout)
+    out = objects(
+        helm.template(
+            "sup",
+            CHART,
+            "--set",
+            "rbac.create=false",
+            "--set",
+            "serviceAccount.create=false",
+            "--set",
+            "serviceAccount.name=supervisor-sa",
+        ).stdout
+    )
     assert not [k for k, _ in out if k in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
     assert host_monitor(out)["serviceAccountName"] == "supervisor-sa"
 
@@ -112,7 +135,9 @@ def test_explicit_use_a3high_wins_over_the_profile(helm, args, expected):
 
 
 def test_explicit_workers_per_host_wins(helm):
-    spec = host_monitor(objects(helm.template("sup", CHART, "--set", "accelerator=a4x", "--set", "workers_per_host=2").stdout))
+    spec = host_monitor(
+        objects(helm.template("sup", CHART, "--set", "accelerator=a4x", "--set", "workers_per_host=2").stdout)
+    )
     assert "--workers_per_host=2" in spec["containers"][0]["command"]
 
 
@@ -121,8 +146,17 @@ def test_explicit_workers_per_host_wins(helm):
     [
         (["--set", "accelerator=p5"], "accelerator"),
         (["--set", "accelerator=tpu"], "accelerator"),
-        (["--set", "rbac.extraRules[0].apiGroups={}", "--set", "rbac.extraRules[0].resources={secrets}",
-          "--set", "rbac.extraRules[0].verbs={*}"], "verbs"),
+        (
+            [
+                "--set",
+                "rbac.extraRules[0].apiGroups={}",
+                "--set",
+                "rbac.extraRules[0].resources={secrets}",
+                "--set",
+                "rbac.extraRules[0].verbs={*}",
+            ],
+            "verbs",
+        ),
         (["--set", "watchdogs={ecc,smart}"], "watchdogs"),
         (["--set", "actuator.port=0"], "port"),
         (["--set", "supervisor.image=x"], "supervisor"),
@@ -142,8 +176,18 @@ PARITY_CASE = RECIPE_VALUES.parent
 GOLDEN_CASES = {
     "parity-a3ultra-resiliency": [],
     "parity-a3ultra-resiliency-with-accelerator": ["--set", "accelerator=a3ultra"],
-    "a3high-external-rbac": ["-n", "ml", "--set", "accelerator=a3high", "--set", "rbac.create=false",
-                             "--set", "serviceAccount.create=false", "--set", "serviceAccount.name=supervisor-sa"],
+    "a3high-external-rbac": [
+        "-n",
+        "ml",
+        "--set",
+        "accelerator=a3high",
+        "--set",
+        "rbac.create=false",
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        "serviceAccount.name=supervisor-sa",
+    ],
 }
 
 

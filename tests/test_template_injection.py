@@ -38,8 +38,13 @@ NOT_RENDERED = {
 }
 # Older spellings the chart reads only when the newer key is unset (the newer one is set here).
 SHADOWED = {
-    "nemo-training": {"gcsDownload.image", "gcsDownload.source", "gcsDownload.target", "workload.experiment_dir",
-                      "workload.experiment_name"},
+    "nemo-training": {
+        "gcsDownload.image",
+        "gcsDownload.source",
+        "gcsDownload.target",
+        "workload.experiment_dir",
+        "workload.experiment_name",
+    },
 }
 # A legacy literal key (`arguments[]`, …; any key marked x-helm-nemo-legacy, such as the supervisor's
 # `namespace`) is accepted and ignored.
@@ -47,9 +52,43 @@ IGNORED_SUFFIX = "[]"
 
 # Payload pieces that end a YAML scalar early, start a new key or list item, comment out the rest,
 # quote, escape, or are template / shell syntax, joined by hypothesis in any order.
-PIECES = ["\n", "\n\n", ": ", "- ", "#", "'", '"', "\\", "{{ .Release.Name }}", "{{", "}}", "${HOME}", "$(id)",
-          "`id`", "x: y\n  z: w", "\n---\n", "|", ">", "&a *a", "!!str", "%", "@", " ", "\t", "[", "]", "{", "}",
-          ",", "?", "*", "\nsecurityContext: {privileged: true}", "\n- name: evil\n  image: evil", "a", "0x1"]
+PIECES = [
+    "\n",
+    "\n\n",
+    ": ",
+    "- ",
+    "#",
+    "'",
+    '"',
+    "\\",
+    "{{ .Release.Name }}",
+    "{{",
+    "}}",
+    "${HOME}",
+    "$(id)",
+    "`id`",
+    "x: y\n  z: w",
+    "\n---\n",
+    "|",
+    ">",
+    "&a *a",
+    "!!str",
+    "%",
+    "@",
+    " ",
+    "\t",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "?",
+    "*",
+    "\nsecurityContext: {privileged: true}",
+    "\n- name: evil\n  image: evil",
+    "a",
+    "0x1",
+]
 WORST = "a: b\n- c\n#d 'e\" \\f {{ .Release.Name }} ${HOME} $(id) `id`\n---\nsecurityContext: {privileged: true}\n  x: |\n z"
 
 
@@ -125,24 +164,36 @@ def set_path(values: dict, path: tuple, value: Any) -> None:
 def rich_values(kind: str, schema: dict) -> dict:
     props = schema["properties"]
     if kind == "jobset":
-        values: dict = {"queue": "q", "network": {"hostNetwork": False},
-                        "workload": {"gpus": 4, "image": "img:1", "enable_ckpt_cleaner": True},
-                        "gcsDownload": {"source": "gs://b/x"}, "workload_launcher": "echo hi\n"}
+        values: dict = {
+            "queue": "q",
+            "network": {"hostNetwork": False},
+            "workload": {"gpus": 4, "image": "img:1", "enable_ckpt_cleaner": True},
+            "gcsDownload": {"source": "gs://b/x"},
+            "workload_launcher": "echo hi\n",
+        }
     elif kind == "nemo-training":
-        values = {"queue": "q", "nemo_config": "trainer: {}\n", "network": {"hostNetwork": False},
-                  "workload": {"gpus": 4, "image": "img:1",
-                  "profile": {"enabled": True}, "jobUUID": "u"}}
+        values = {
+            "queue": "q",
+            "nemo_config": "trainer: {}\n",
+            "network": {"hostNetwork": False},
+            "workload": {"gpus": 4, "image": "img:1", "profile": {"enabled": True}, "jobUUID": "u"},
+        }
         if "ssdMountPath" in props.get("volumes", {}).get("properties", {}):
             values["volumes"] = {"ssdMountPath": "/ssd", "gcsDownload": {"source": "gs://b/x"}, "nfsServer": "n"}
         values["gcsDownload"] = None
     elif kind == "supervisor":
         values = {"accelerator": None, "watchdogs": ["w"], "project": "p", "num_nodes_per_dp": 1, "num_dp_replicas": 1}
     elif kind == "gcs-fuse":  # one volume per type, so every mount option profile is used
-        values = {"gcsVolumes": [{"name": f"v{t}", "bucketName": "b", "type": t}
-                                 for t in ("data", "checkpoints", "serving-model")]}
+        values = {
+            "gcsVolumes": [
+                {"name": f"v{t}", "bucketName": "b", "type": t} for t in ("data", "checkpoints", "serving-model")
+            ]
+        }
     else:
-        values = {"fileSystems": [{"name": "v", "fileSystemId": "fs-1", "dnsName": "d", "mountName": "m"}],
-                  "storageClass": {"create": True}}
+        values = {
+            "fileSystems": [{"name": "v", "fileSystemId": "fs-1", "dnsName": "d", "mountName": "m"}],
+            "storageClass": {"create": True},
+        }
     return values
 
 
@@ -161,7 +212,11 @@ def payload_values(chart: Path, payload_for) -> tuple[dict, dict[str, str]]:
         if skipped(path) or (kind == "supervisor" and path == ("accelerator",)):
             continue
         path = tuple(f"k{i}" if p == "k1" else p for p in path)  # a map key of its own per path
-        text = payload_for(i) if dotted(path) not in SHORT else (f"s{i}" if payload_for(i).startswith("plain") else f"s{i}\n#: '")
+        text = (
+            payload_for(i)
+            if dotted(path) not in SHORT
+            else (f"s{i}" if payload_for(i).startswith("plain") else f"s{i}\n#: '")
+        )
         set_path(values, path, text)
         if dotted(path) not in SHADOWED.get(kind, ()):
             placed[dotted(path)] = text
@@ -233,8 +288,12 @@ def test_worst_case_values_keep_the_structure_and_arrive_verbatim(helm, chart, t
 
 @pytest.mark.parametrize("chart", CHARTS, ids=CHART_IDS)
 def test_generated_values_keep_the_structure_and_arrive_verbatim(helm3, chart, tmp_path_factory):
-    @settings(max_examples=3, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=3,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map("".join))
     def run(piece):
         check(helm3, chart, tmp_path_factory.mktemp("inj"), lambda i: f"v{i}{piece}{i}v")
@@ -247,9 +306,20 @@ def test_every_string_path_is_exercised():
     chart = ROOT / "charts" / "a4" / "jobset"
     schema = json.loads((chart / "values.schema.json").read_text())
     paths = {dotted(p) for p in string_paths(schema, schema["definitions"])}
-    assert {"workload.image", "workload.arguments[0]", "workload.envs[0].value", "volumes.gcsMounts[0].mountPath",
-            "volumes.ssdMountPath", "workload_launcher", "workload_config", "queue", "gcsDownload.target",
-            "workload.hfToken", "network.subnetworks[0]", "tasSettings.topologyRequest.k1"} <= paths
+    assert {
+        "workload.image",
+        "workload.arguments[0]",
+        "workload.envs[0].value",
+        "volumes.gcsMounts[0].mountPath",
+        "volumes.ssdMountPath",
+        "workload_launcher",
+        "workload_config",
+        "queue",
+        "gcsDownload.target",
+        "workload.hfToken",
+        "network.subnetworks[0]",
+        "tasSettings.topologyRequest.k1",
+    } <= paths
     assert len(paths) > 40
 
 
@@ -262,18 +332,42 @@ def test_values_reach_the_workload_shell_only_as_arguments_or_env(helm, tmp_path
         hostile, _ = payload_values(chart, lambda i: f"v{i} {WORST} {i}v")
         for values in (plain, hostile):  # the contents of files and of the config are data, not script
             values["workload_launcher"] = "echo hi\n"
-        scripts = [[c["command"] for pod in pods(d) for c in pod.get("initContainers", []) + pod["containers"] if
-                    "command" in c] for d in render(helm, chart, plain, tmp_path, "p")]
-        hostile_scripts = [[c["command"] for pod in pods(d) for c in pod.get("initContainers", []) + pod["containers"]
-                            if "command" in c] for d in render(helm, chart, hostile, tmp_path, "h")]
+        scripts = [
+            [
+                c["command"]
+                for pod in pods(d)
+                for c in pod.get("initContainers", []) + pod["containers"]
+                if "command" in c
+            ]
+            for d in render(helm, chart, plain, tmp_path, "p")
+        ]
+        hostile_scripts = [
+            [
+                c["command"]
+                for pod in pods(d)
+                for c in pod.get("initContainers", []) + pod["containers"]
+                if "command" in c
+            ]
+            for d in render(helm, chart, hostile, tmp_path, "h")
+        ]
         assert scripts == hostile_scripts, acc
     chart = ROOT / "charts" / "a4" / "nemo-training"
     plain, _ = payload_values(chart, lambda i: f"plain{i}")
     hostile, _ = payload_values(chart, lambda i: f"v{i} {WORST} {i}v")
     for values in (plain, hostile):
         values["nemo_config"] = "trainer: {}\n"
-    a = [c.get("command") for d in render(helm, chart, plain, tmp_path, "p") for pod in pods(d) for c in pod["containers"]]
-    b = [c.get("command") for d in render(helm, chart, hostile, tmp_path, "h") for pod in pods(d) for c in pod["containers"]]
+    a = [
+        c.get("command")
+        for d in render(helm, chart, plain, tmp_path, "p")
+        for pod in pods(d)
+        for c in pod["containers"]
+    ]
+    b = [
+        c.get("command")
+        for d in render(helm, chart, hostile, tmp_path, "h")
+        for pod in pods(d)
+        for c in pod["containers"]
+    ]
     assert a == b and any(a)
 
 
@@ -290,16 +384,43 @@ def test_launcher_arguments_expand_only_variables(helm3, tmp_path):
     nothing else is evaluated (the gpu-recipes charts spliced the values into the script)."""
     import subprocess
 
-    (jobset,) = [d for d in yaml.safe_load_all(helm3.template("r", ROOT / "charts" / "a4" / "jobset").stdout)
-                 if d and d["kind"] == "JobSet"]
+    (jobset,) = [
+        d
+        for d in yaml.safe_load_all(helm3.template("r", ROOT / "charts" / "a4" / "jobset").stdout)
+        if d and d["kind"] == "JobSet"
+    ]
     text = pods(jobset)[0]["containers"][-1]["command"][2]
     start, end = text.index("nemo_expand() {"), text.index('echo "Launching workload with the following arguments:"')
     probe = text[start:end] + 'printf "<%s>\\n" "${LAUNCHER_ARGS[@]}"\n'
     marker = tmp_path / "executed"
-    values = ["--num-nodes=${NNODES} --name=$JOB", f"$(touch {marker}) `touch {marker}` ; touch {marker}",
-              "'a b'", "x\\$y", "*"]
-    out = subprocess.run(["bash", "-c", probe, "workload", *values], env={"NNODES": "4", "JOB": "j1", "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, check=True, cwd=tmp_path).stdout
-    assert out.splitlines() == ["<--num-nodes=4>", "<--name=j1>", "<$(touch>", f"<{marker})>", "<`touch>",
-                                f"<{marker}`>", "<;>", "<touch>", f"<{marker}>", "<'a>", "<b'>", "<x$y>", "<*>"]
+    values = [
+        "--num-nodes=${NNODES} --name=$JOB",
+        f"$(touch {marker}) `touch {marker}` ; touch {marker}",
+        "'a b'",
+        "x\\$y",
+        "*",
+    ]
+    out = subprocess.run(
+        ["bash", "-c", probe, "workload", *values],
+        env={"NNODES": "4", "JOB": "j1", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout
+    assert out.splitlines() == [
+        "<--num-nodes=4>",
+        "<--name=j1>",
+        "<$(touch>",
+        f"<{marker})>",
+        "<`touch>",
+        f"<{marker}`>",
+        "<;>",
+        "<touch>",
+        f"<{marker}>",
+        "<'a>",
+        "<b'>",
+        "<x$y>",
+        "<*>",
+    ]
     assert not marker.exists()

@@ -88,10 +88,15 @@ def test_a_new_image_stops_before_anything_is_sent_and_says_why(helm, kube, env,
     assert [r for r in kube.requests[before:] if r.method in WRITES] == []
     err = proc.stderr
     assert f"helm nemo: the upgrade needs a new workload for {WORKLOAD}; nothing was changed." in err
-    assert (f"  {WORKLOAD}: JobSet {WORKLOAD}: JobSet.spec.replicatedJobs is immutable while it is not suspended: "
-            "the JobSet admission webhook and CRD rules") in err
-    assert re.search(r"\.spec\.replicatedJobs\[workload\]\.template\.spec\.template\.spec\.containers\[[^]]+\]\.image: "
-                     r"changed '.*' -> '.*-new'", err), err
+    assert (
+        f"  {WORKLOAD}: JobSet {WORKLOAD}: JobSet.spec.replicatedJobs is immutable while it is not suspended: "
+        "the JobSet admission webhook and CRD rules"
+    ) in err
+    assert re.search(
+        r"\.spec\.replicatedJobs\[workload\]\.template\.spec\.template\.spec\.containers\[[^]]+\]\.image: "
+        r"changed '.*' -> '.*-new'",
+        err,
+    ), err
     assert f"--recreate   uninstall and install again as the same run ({installed}:" in err
     assert "--new-run    the same, as a new run" in err
     assert f"  {RECIPE_RELEASES[0]}, {RECIPE_RELEASES[1]}: upgraded in place either way" in err
@@ -103,7 +108,9 @@ def test_recreate_installs_the_same_run_again_and_upgrades_the_rest_in_place(hel
     line = _image_line()
     changed = recipe_with(tmp_path, line, line.rstrip() + "-new")
     proc = ok(nemo(["upgrade", "--values", str(changed), *NS, "--recreate"], env, EPOCH_LATER))
-    assert f"[3/3] recreate {WORKLOAD} (" in proc.stderr and f"as run {installed}: uninstall, then install" in proc.stderr
+    assert (
+        f"[3/3] recreate {WORKLOAD} (" in proc.stderr and f"as run {installed}: uninstall, then install" in proc.stderr
+    )
     assert image_of(kube).endswith("-new")
     assert job_timestamp(kube) == installed  # same run: JOB_IDENTIFIER and directories unchanged
     assert history(env, WORKLOAD, helm) == [(1, "superseded"), (2, "deployed")]  # uninstalled, then installed
@@ -112,7 +119,8 @@ def test_recreate_installs_the_same_run_again_and_upgrades_the_rest_in_place(hel
     uninstall = [r for r in kube.requests if r.method == "DELETE" and r.path.endswith(f"/jobsets/{WORKLOAD}")]
     assert len(uninstall) == 1
     assert (RECIPE_RELEASES[0], RECIPE_RELEASES[1]) and not [
-        r for r in kube.requests if r.method == "DELETE" and "supervisor" in r.path.split("/")[-1]]
+        r for r in kube.requests if r.method == "DELETE" and "supervisor" in r.path.split("/")[-1]
+    ]
 
 
 def test_new_run_gets_a_new_timestamp(helm, kube, env, installed, tmp_path):
@@ -135,21 +143,26 @@ def test_a_node_count_change_needs_a_new_workload(helm, kube, env, installed, tm
     changed = recipe_with(tmp_path, "gpus: 432", "gpus: 424")
     proc = nemo(["upgrade", "--values", str(changed), *NS], env, EPOCH_LATER)
     assert proc.returncode == 2, proc.stderr
-    assert re.search(r"\.spec\.replicatedJobs\[workload\]\.template\.spec\.parallelism: changed 54 -> 53", proc.stderr), \
-        proc.stderr
+    assert re.search(
+        r"\.spec\.replicatedJobs\[workload\]\.template\.spec\.parallelism: changed 54 -> 53", proc.stderr
+    ), proc.stderr
 
 
-def test_a_failure_during_the_recreate_says_what_is_installed_and_a_rerun_finishes(helm, kube, env, installed,
-                                                                                    tmp_path):
+def test_a_failure_during_the_recreate_says_what_is_installed_and_a_rerun_finishes(
+    helm, kube, env, installed, tmp_path
+):
     line = _image_line()
     changed = recipe_with(tmp_path, line, line.rstrip() + "-new")
     # Helm 3 creates with POST, Helm 4 with server-side apply (PATCH)
-    fault = kube.fail_next(("POST", "PATCH"), "JobSet", namespace="ml-team", status=500,
-                           message="etcdserver: request timed out")
+    fault = kube.fail_next(
+        ("POST", "PATCH"), "JobSet", namespace="ml-team", status=500, message="etcdserver: request timed out"
+    )
     proc = nemo(["upgrade", "--values", str(changed), *NS, "--recreate"], env, EPOCH_LATER)
     assert proc.returncode == 1 and fault.fired, proc.stderr
-    assert (f"helm nemo: {WORKLOAD} is uninstalled (its history keeps run {installed}) and installing it again "
-            "failed (helm exit 1); stopped.") in proc.stderr
+    assert (
+        f"helm nemo: {WORKLOAD} is uninstalled (its history keeps run {installed}) and installing it again "
+        "failed (helm exit 1); stopped."
+    ) in proc.stderr
     assert f"  done by this run: {RECIPE_RELEASES[0]} upgraded, {RECIPE_RELEASES[1]} upgraded." in proc.stderr
     assert "--recreate again (a release left uninstalled is installed again as its run)" in proc.stderr
     assert kube.get("JobSet", WORKLOAD, "ml-team") is None
@@ -169,9 +182,25 @@ def test_recreate_and_new_run_exclude_each_other(helm, kube, env):
 
 
 def _jobset(image="a", suspend=None, labels=None):
-    spec = {"replicatedJobs": [{"name": "workload", "replicas": 1, "template": {"spec": {
-        "parallelism": 2, "completions": 2, "completionMode": "Indexed",
-        "template": {"metadata": {"labels": labels or {}}, "spec": {"containers": [{"name": "w", "image": image}]}}}}}]}
+    spec = {
+        "replicatedJobs": [
+            {
+                "name": "workload",
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "parallelism": 2,
+                        "completions": 2,
+                        "completionMode": "Indexed",
+                        "template": {
+                            "metadata": {"labels": labels or {}},
+                            "spec": {"containers": [{"name": "w", "image": image}]},
+                        },
+                    }
+                },
+            }
+        ]
+    }
     if suspend is not None:
         spec["suspend"] = suspend
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r"}, "spec": spec}
@@ -187,8 +216,11 @@ def test_a_suspended_jobset_may_change_its_pods_scheduling_fields_only():
 
 def test_job_rules_follow_the_api_server():
     def job(image="a", completions=1, parallelism=1, mode=None, suspend=None):
-        spec = {"completions": completions, "parallelism": parallelism,
-                "template": {"spec": {"containers": [{"name": "w", "image": image}]}}}
+        spec = {
+            "completions": completions,
+            "parallelism": parallelism,
+            "template": {"spec": {"containers": [{"name": "w", "image": image}]}},
+        }
         if mode:
             spec["completionMode"] = mode
         if suspend is not None:
@@ -206,15 +238,18 @@ def test_job_rules_follow_the_api_server():
     assert refusals(job(), job(image="b"), live=started)
 
 
-def test_a_release_left_uninstalled_by_a_stopped_recreate_is_installed_again_as_its_run(helm, kube, env, installed,
-                                                                                         tmp_path):
+def test_a_release_left_uninstalled_by_a_stopped_recreate_is_installed_again_as_its_run(
+    helm, kube, env, installed, tmp_path
+):
     """The state a recreate leaves when it is stopped between its uninstall and its install."""
     ok(run([str(helm.binary), "uninstall", WORKLOAD, *NS, "--keep-history", "--wait"], env))
     assert kube.get("JobSet", WORKLOAD, "ml-team") is None
     line = _image_line()
     changed = recipe_with(tmp_path, line, line.rstrip() + "-new")
     proc = ok(nemo(["upgrade", "--values", str(changed), *NS], env, EPOCH_LATER))
-    assert (f"[3/3] install {WORKLOAD} ({ROOT}/charts/a3ultra/jobset) again as run {installed} (its uninstall "
-            "finished in an earlier run)") in proc.stderr
+    assert (
+        f"[3/3] install {WORKLOAD} ({ROOT}/charts/a3ultra/jobset) again as run {installed} (its uninstall "
+        "finished in an earlier run)"
+    ) in proc.stderr
     assert job_timestamp(kube) == installed and image_of(kube).endswith("-new")
     assert history(env, WORKLOAD, helm) == [(1, "superseded"), (2, "deployed")]

@@ -27,6 +27,7 @@ def error_of(path_or_text, tmp_path: Path) -> UserError:
 
 # --- data ------------------------------------------------------------------------------------------
 
+
 def test_data_is_plain_python_in_file_order(tmp_path):
     loaded = load_values(write(tmp_path, "z: 1\na:\n  - x\n  - {k: v}\nm: {b: 2, a: 1}\n"))
     assert list(loaded.data) == ["z", "a", "m"]
@@ -36,8 +37,10 @@ def test_data_is_plain_python_in_file_order(tmp_path):
 
 
 def test_scalar_types(tmp_path):
-    text = ('quoted: "1.10"\nsingle: \'08\'\nfloat: 1.10\nint: 8\nneg: -3\nexp: 1e3\nt: true\nb: yes\n'
-            "n:\ntilde: ~\ndate: 2026-11-22\nblock: |\n  line1\n  line2\n")
+    text = (
+        "quoted: \"1.10\"\nsingle: '08'\nfloat: 1.10\nint: 8\nneg: -3\nexp: 1e3\nt: true\nb: yes\n"
+        "n:\ntilde: ~\ndate: 2026-11-22\nblock: |\n  line1\n  line2\n"
+    )
     data = load_values(write(tmp_path, text)).data
     assert data["quoted"] == "1.10" and data["single"] == "08"
     assert data["float"] == 1.1 and isinstance(data["float"], float)
@@ -57,9 +60,13 @@ def test_every_value_is_json_native(tmp_path):
 
 
 def test_legacy_keys_with_null_values_are_kept(tmp_path):
-    data = load_values(write(tmp_path, "workload:\n  arguments[]:\nvolumes:\n  gcsMounts:\n  - bucketName:\n"
-                                       "    mountPath: /data\n")).data
-    assert data == {"workload": {"arguments[]": None}, "volumes": {"gcsMounts": [{"bucketName": None, "mountPath": "/data"}]}}
+    data = load_values(
+        write(tmp_path, "workload:\n  arguments[]:\nvolumes:\n  gcsMounts:\n  - bucketName:\n    mountPath: /data\n")
+    ).data
+    assert data == {
+        "workload": {"arguments[]": None},
+        "volumes": {"gcsMounts": [{"bucketName": None, "mountPath": "/data"}]},
+    }
 
 
 def test_non_string_keys_are_spelled_as_helm_spells_them(tmp_path):
@@ -133,6 +140,7 @@ def test_plain_scalars_are_recorded_quoted_ones_not(tmp_path):
 
 # --- errors ----------------------------------------------------------------------------------------
 
+
 def test_duplicate_key_error_shows_both_positions(tmp_path):
     err = error_of("workload:\n  gpus: 8\n  image: x\n  gpus: 16\n", tmp_path)
     (problem,) = err.problems
@@ -200,11 +208,16 @@ def test_alias_bomb_is_refused(tmp_path, monkeypatch):
 
 # --- user_errors -----------------------------------------------------------------------------------
 
+
 def test_problem_rendering():
-    problem = Problem("v.yaml", 3, 5, "$.workload.gpus", "12 is not a multiple of 8", expected="multipleOf 8",
-                      hint="GPUs per node")
-    assert problem.lines() == ["v.yaml:3:5: $.workload.gpus: 12 is not a multiple of 8", "    expected: multipleOf 8",
-                               "    hint: GPUs per node"]
+    problem = Problem(
+        "v.yaml", 3, 5, "$.workload.gpus", "12 is not a multiple of 8", expected="multipleOf 8", hint="GPUs per node"
+    )
+    assert problem.lines() == [
+        "v.yaml:3:5: $.workload.gpus: 12 is not a multiple of 8",
+        "    expected: multipleOf 8",
+        "    hint: GPUs per node",
+    ]
     assert Problem(None, None, None, "$", "x").lines() == ["<values>: $: x"]
     assert Problem("v.yaml", 2, None, "$.a", "bad\nreplicas: 9").lines() == ["v.yaml:2: $.a: bad\\nreplicas: 9"]
 
@@ -235,15 +248,35 @@ def test_json_path():
     assert json_path(("resources", "nvidia.com/gpu")) == "$.resources['nvidia.com/gpu']"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("12:30", "12:30"),  # PyYAML's YAML 1.1 would give 750 (sexagesimal); helm keeps the string
-    ("1e3", 1000.0),  # PyYAML: the string "1e3"; helm: 1000
-    ("08", 8.0),  # not octal: go-yaml falls back to a float
-    ("017", 15), ("0o17", 15), ("0x1F", 31), ("-0x1F", -31), ("0b101", 5), ("1_000", 1000), ("+8", 8),
-    ("1.10", 1.1), (".5", 0.5), ("1.0.0", "1.0.0"), ("v1.10", "v1.10"), ("-x", "-x"), ("25.02", 25.02),
-    ("yes", True), ("On", True), ("off", False), ("NO", False), ("True", True), ("NULL", None),
-    ("y", "y"), ("n", "n"),  # helm would say true/false; the string is what a user means
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("12:30", "12:30"),  # PyYAML's YAML 1.1 would give 750 (sexagesimal); helm keeps the string
+        ("1e3", 1000.0),  # PyYAML: the string "1e3"; helm: 1000
+        ("08", 8.0),  # not octal: go-yaml falls back to a float
+        ("017", 15),
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("-0x1F", -31),
+        ("0b101", 5),
+        ("1_000", 1000),
+        ("+8", 8),
+        ("1.10", 1.1),
+        (".5", 0.5),
+        ("1.0.0", "1.0.0"),
+        ("v1.10", "v1.10"),
+        ("-x", "-x"),
+        ("25.02", 25.02),
+        ("yes", True),
+        ("On", True),
+        ("off", False),
+        ("NO", False),
+        ("True", True),
+        ("NULL", None),
+        ("y", "y"),
+        ("n", "n"),  # helm would say true/false; the string is what a user means
+    ],
+)
 def test_plain_scalars_resolve_as_helm_reads_them(tmp_path, text, expected):
     value = load_values(write(tmp_path, f"v: {text}\nq: '{text}'\n")).data
     assert value["v"] == expected and type(value["v"]) is type(expected)

@@ -31,16 +31,27 @@ SCHEMA = {
         "volumes": {
             "type": "object",
             "properties": {
-                "gcsMounts": {"type": "array", "items": {
-                    "type": "object", "required": ["bucketName", "mountPath"],
-                    "properties": {"bucketName": {"type": "string", "minLength": 3},
-                                   "mountPath": {"type": "string"}}}},
+                "gcsMounts": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["bucketName", "mountPath"],
+                        "properties": {
+                            "bucketName": {"type": "string", "minLength": 3},
+                            "mountPath": {"type": "string"},
+                        },
+                    },
+                },
             },
         },
     },
     "definitions": {
-        "env": {"type": "object", "required": ["name"], "additionalProperties": False,
-                "properties": {"name": {"type": "string", "description": "Env var name"}, "value": {"type": "string"}}},
+        "env": {
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
+            "properties": {"name": {"type": "string", "description": "Env var name"}, "value": {"type": "string"}},
+        },
     },
 }
 
@@ -64,19 +75,26 @@ def test_valid_values_have_no_problems(tmp_path):
 
 
 def test_every_error_with_exact_position_and_sorted_by_line(tmp_path):
-    text = ("queue: Bad_Queue\n"          # 1 pattern
-            "workload:\n"                 # 2
-            "  image: 5\n"                # 3 type
-            "  gpus: 12\n"                # 4 multipleOf
-            "  imagePullPolicy: always\n"  # 5 enum
-            "volumes:\n"                  # 6
-            "  gcsMounts:\n"              # 7
-            "    - bucketName:\n"         # 8 null bucketName: type
-            "      mountPath: /data\n")   # 9
+    text = (
+        "queue: Bad_Queue\n"  # 1 pattern
+        "workload:\n"  # 2
+        "  image: 5\n"  # 3 type
+        "  gpus: 12\n"  # 4 multipleOf
+        "  imagePullPolicy: always\n"  # 5 enum
+        "volumes:\n"  # 6
+        "  gcsMounts:\n"  # 7
+        "    - bucketName:\n"  # 8 null bucketName: type
+        "      mountPath: /data\n"
+    )  # 9
     problems = check(tmp_path, text)
     got = [(p.line, p.column, p.json_path) for p in problems]
-    assert got == [(1, 1, "$.queue"), (3, 3, "$.workload.image"), (4, 3, "$.workload.gpus"),
-                   (5, 3, "$.workload.imagePullPolicy"), (8, 7, "$.volumes.gcsMounts[0].bucketName")]
+    assert got == [
+        (1, 1, "$.queue"),
+        (3, 3, "$.workload.image"),
+        (4, 3, "$.workload.gpus"),
+        (5, 3, "$.workload.imagePullPolicy"),
+        (8, 7, "$.volumes.gcsMounts[0].bucketName"),
+    ]
     by_path = {p.json_path: p for p in problems}
     assert by_path["$.queue"].expected == "a string matching ^[a-z0-9-]+$"
     assert by_path["$.queue"].hint == "Kueue LocalQueue name"
@@ -127,7 +145,10 @@ def test_unknown_keys_are_each_reported_and_unlike_ones_list_what_is_allowed(tmp
 def test_refs_are_followed_for_unknown_keys_and_descriptions(tmp_path):
     problems = check(tmp_path, GOOD + "  envs:\n    - name: 5\n    - nmae: X\n")
     assert [(p.line, p.column, p.json_path) for p in problems] == [
-        (6, 7, "$.workload.envs[0].name"), (7, 7, "$.workload.envs[1]"), (7, 7, "$.workload.envs[1].nmae")]
+        (6, 7, "$.workload.envs[0].name"),
+        (7, 7, "$.workload.envs[1]"),
+        (7, 7, "$.workload.envs[1].nmae"),
+    ]
     assert problems[0].hint == "Env var name"
     assert problems[2].hint == "did you mean 'name'?"
 
@@ -142,16 +163,23 @@ def test_accepts_loaded_values_directly_and_plain_data(tmp_path):
 
 
 def test_prefix_moves_positions_not_paths(tmp_path):
-    loaded = load_values(write(tmp_path, "releases:\n  - values:\n      workload:\n        image: x\n        gpus: 7\n"))
+    loaded = load_values(
+        write(tmp_path, "releases:\n  - values:\n      workload:\n        image: x\n        gpus: 7\n")
+    )
     values = loaded.data["releases"][0]["values"]
     problems = validate(values, SCHEMA, filename="r.yaml", positions=loaded.position, prefix=("releases", 0, "values"))
     assert {(p.line, p.column, p.json_path) for p in problems} == {(5, 9, "$.workload.gpus")}
 
 
 def test_keywords_the_fast_validator_lacks_fall_back_to_jsonschema(tmp_path):
-    schema = {"type": "object", "additionalProperties": False, "patternProperties": {"^x-": {"type": "string"}},
-              "properties": {"mode": {"type": "string"}},
-              "if": {"properties": {"mode": {"const": "fast"}}}, "then": {"required": ["speed"]}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "patternProperties": {"^x-": {"type": "string"}},
+        "properties": {"mode": {"type": "string"}},
+        "if": {"properties": {"mode": {"const": "fast"}}},
+        "then": {"required": ["speed"]},
+    }
     problems = check(tmp_path, "x-note: 1\nmode: fast\nx-ok: fine\nmdoe: 2\n", schema)
     assert [(p.line, p.json_path) for p in problems] == [(1, "$"), (1, "$.x-note"), (4, "$.mdoe")]
     assert problems[0].message == "required key 'speed' is missing"
@@ -160,8 +188,11 @@ def test_keywords_the_fast_validator_lacks_fall_back_to_jsonschema(tmp_path):
 
 
 def test_long_instances_are_shortened_in_messages(tmp_path):
-    (problem,) = check(tmp_path, "queue:\n" + "".join(f"  k{i}: {i}\n" for i in range(100)), {
-        "properties": {"queue": {"type": "string"}}})
+    (problem,) = check(
+        tmp_path,
+        "queue:\n" + "".join(f"  k{i}: {i}\n" for i in range(100)),
+        {"properties": {"queue": {"type": "string"}}},
+    )
     assert problem.line == 1 and len(problem.message) <= 200 and problem.message.endswith("…")
 
 
@@ -181,9 +212,17 @@ QUANTITY_CHART = Path(__file__).resolve().parent.parent / "charts/a3ultra/jobset
 @pytest.mark.parametrize("size", ["600Gi", "1.5Gi", ".5Gi", "1e3", "500m", "+1Gi", "5."])
 def test_quantities_as_kubernetes_parses_them_pass_the_values_schema(helm, size):
     """The values schema (which plain helm checks too) accepts what the API server accepts: issue 16."""
-    rendered = helm.template("r", QUANTITY_CHART, "--set", f"volumes.sharedMemorySize={size}",
-                             "--set", "volumes.gcsMounts[0].bucketName=bucket-a", "--set", "volumes.gcsMounts[0].mountPath=/b",
-                             check=False)
+    rendered = helm.template(
+        "r",
+        QUANTITY_CHART,
+        "--set",
+        f"volumes.sharedMemorySize={size}",
+        "--set",
+        "volumes.gcsMounts[0].bucketName=bucket-a",
+        "--set",
+        "volumes.gcsMounts[0].mountPath=/b",
+        check=False,
+    )
     assert rendered.returncode == 0, rendered.stderr
     assert f"sizeLimit: {size}" in rendered.stdout or f'sizeLimit: "{size}"' in rendered.stdout
 
@@ -193,6 +232,6 @@ def test_malformed_or_negative_quantities_are_refused_with_their_position(tmp_pa
     import json
 
     schema = json.loads((QUANTITY_CHART / "values.schema.json").read_text())
-    path = write(tmp_path, f"volumes:\n  sharedMemorySize: \"{size}\"\n")
+    path = write(tmp_path, f'volumes:\n  sharedMemorySize: "{size}"\n')
     problems = [p for p in validate(load_values(path), schema) if p.json_path == "$.volumes.sharedMemorySize"]
     assert problems and (problems[0].line, problems[0].column) == (2, 3), problems  # at the key, as every value error

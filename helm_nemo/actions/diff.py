@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from collections.abc import Sequence
@@ -30,8 +31,15 @@ from helm_nemo.diff.report import Masker, ReleaseDiff, render_json, render_text
 
 EXIT_SAME, EXIT_DIFFERENT, EXIT_TROUBLE = 0, 1, 2
 # `helm upgrade` flags `helm template` rejects: (flag, takes a value).
-UPGRADE_ONLY_FLAGS = {"--cleanup-on-fail": False, "--reset-values": False, "--reuse-values": False,
-                      "--reset-then-reuse-values": False, "--history-max": True, "--install": False, "-i": False}
+UPGRADE_ONLY_FLAGS = {
+    "--cleanup-on-fail": False,
+    "--reset-values": False,
+    "--reuse-values": False,
+    "--reset-then-reuse-values": False,
+    "--history-max": True,
+    "--install": False,
+    "-i": False,
+}
 
 Echo = Callable[[str], None]
 
@@ -72,8 +80,9 @@ def environment_secrets(values_files: str | Path | Sequence[str | Path]) -> list
     return [value for values in result.secrets.values() for value in values]
 
 
-def diff_plans(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, validate: bool = True,
-               echo: Echo = print) -> list[ReleaseDiff]:
+def diff_plans(
+    plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, validate: bool = True, echo: Echo = print
+) -> list[ReleaseDiff]:
     """Read, render and compare every release; ReleaseReadError / DiffError at the first that fails."""
     from helm_nemo.actions.lint import SKIP_HINT, check_rendered, kube_version_from_flags
 
@@ -92,8 +101,16 @@ def diff_plans(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, 
             raise DiffError(f"rendering release {plan.release} failed (helm exit {proc.returncode}): {message}")
         if validate and not check_rendered(plan, proc.stdout, kube_version=kube_version, echo=echo, hint=SKIP_HINT):
             raise DiffError(f"release {plan.release}: the manifests it would send do not validate")
-        out.append(ReleaseDiff(plan.release, _shown(plan.chart), namespace, installed is not None,
-                               diff_manifests(installed or "", proc.stdout), rendered=proc.stdout))
+        out.append(
+            ReleaseDiff(
+                plan.release,
+                _shown(plan.chart),
+                namespace,
+                installed is not None,
+                diff_manifests(installed or "", proc.stdout),
+                rendered=proc.stdout,
+            )
+        )
     return out
 
 
@@ -105,8 +122,18 @@ def _shown(chart: str) -> str:
     return chart if relative.startswith("..") else relative
 
 
-def run(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, masker: Masker, output: str = "text", color: bool = False,
-        validate: bool = True, out: Echo = print, err: Echo = print) -> int:
+def run(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    *,
+    masker: Masker,
+    output: str = "text",
+    color: bool = False,
+    validate: bool = True,
+    out: Echo = print,
+    err: Echo = print,
+) -> int:
     """Compare and print; the exit code of diff(1)."""
     for plan in plans:
         for warning in plan.warnings:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from stat import S_ISREG
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -91,7 +92,7 @@ def guess_releases(values_file: str, release: str | None) -> list[tuple[str, str
         if key == "releases":
             if release is not None or _plain_name(rest) is not None or rest.split("#")[0].strip():
                 return None  # a recipe names its releases itself; `releases: [...]` inline: unsure
-            return _recipe_releases(lines[number + 1:])
+            return _recipe_releases(lines[number + 1 :])
         top[key] = _plain_name(rest)
     name = _plain_name(release) if release is not None else top.get("release")
     folder = _shipped_chart(top.get("chart"), top.get("accelerator"))
@@ -155,9 +156,15 @@ def start_template(params: dict[str, Any]) -> None:
     """For `template`/`lint` parameters from cli/direct.py: start `helm template` for each release the values
     or recipe file names, when the guess is safe."""
     values = params["values_files"]
-    if (len(values) != 1 or values[0] == "-" or params.get("chart") or params.get("chart_version")
-            or params.get("chart_repo") or os.environ.get("HELM_NEMO_CHART_REPO")
-            or params.get("target", "kubernetes") != "kubernetes"):
+    if (
+        len(values) != 1
+        or values[0] == "-"
+        or params.get("chart")
+        or params.get("chart_version")
+        or params.get("chart_repo")
+        or os.environ.get("HELM_NEMO_CHART_REPO")
+        or params.get("target", "kubernetes") != "kubernetes"
+    ):
         return
     helm = os.environ.get("HELM_BIN") or os.environ.get("HELM_NEMO_HELM")  # actions/helm.py's order
     if not hasattr(os, "posix_spawn"):  # Windows: helm starts after validation, as before
@@ -213,10 +220,18 @@ class StartedHelm:
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         try:
-            self.pid = os.posix_spawn(args[0], args, os.environ, setpgroup=0,
-                                      setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
-                                      file_actions=[(os.POSIX_SPAWN_DUP2, stdin_r, 0), (os.POSIX_SPAWN_DUP2, stdout_w, 1),
-                                                    (os.POSIX_SPAWN_DUP2, stderr_w, 2)])
+            self.pid = os.posix_spawn(
+                args[0],
+                args,
+                os.environ,
+                setpgroup=0,
+                setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, stdin_r, 0),
+                    (os.POSIX_SPAWN_DUP2, stdout_w, 1),
+                    (os.POSIX_SPAWN_DUP2, stderr_w, 2),
+                ],
+            )
         except OSError:
             for fd in (stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w):
                 os.close(fd)

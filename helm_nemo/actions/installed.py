@@ -15,9 +15,24 @@ from typing import Any
 from helm_nemo.actions.helm import HelmBinary
 
 # Helm 3/4 global flags (`helm --help`): the ones followed by a value, and the boolean ones.
-GLOBAL_VALUE_FLAGS = {"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver", "--kube-as-user",
-                      "--kube-as-group", "--kube-ca-file", "--kube-tls-server-name", "--kube-token", "--burst-limit",
-                      "--qps", "--registry-config", "--repository-cache", "--repository-config", "--content-cache"}
+GLOBAL_VALUE_FLAGS = {
+    "-n",
+    "--namespace",
+    "--kube-context",
+    "--kubeconfig",
+    "--kube-apiserver",
+    "--kube-as-user",
+    "--kube-as-group",
+    "--kube-ca-file",
+    "--kube-tls-server-name",
+    "--kube-token",
+    "--burst-limit",
+    "--qps",
+    "--registry-config",
+    "--repository-cache",
+    "--repository-config",
+    "--content-cache",
+}
 GLOBAL_BOOL_FLAGS = {"--debug", "--kube-insecure-skip-tls-verify"}
 NOT_FOUND = "release: not found"
 
@@ -47,16 +62,17 @@ def global_flags(extra: list[str]) -> list[str]:
 def _get(helm: HelmBinary, what: list[str], release: str, extra: list[str], verb: str = "get") -> str | None:
     command = [helm.path, "get", *what[:1]] if verb == "get" else [helm.path, verb]
     rest = what[1:] if verb == "get" else what
-    proc = subprocess.run([*command, release, *rest, *global_flags(extra)], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run([*command, release, *rest, *global_flags(extra)], capture_output=True, text=True, check=False)
     if proc.returncode == 0:
         return proc.stdout
     if NOT_FOUND in proc.stderr:
         return None
     message = " ".join(line.strip() for line in proc.stderr.strip().splitlines() if line.strip())
-    message = message[len("Error: "):] if message.startswith("Error: ") else message
-    raise ReleaseReadError(f"cannot read release {release} from the cluster (helm {verb + ' ' + what[0] if verb == 'get' else verb}, exit "
-                           f"{proc.returncode}): {message or 'no message'}")
+    message = message[len("Error: ") :] if message.startswith("Error: ") else message
+    raise ReleaseReadError(
+        f"cannot read release {release} from the cluster (helm {verb + ' ' + what[0] if verb == 'get' else verb}, exit "
+        f"{proc.returncode}): {message or 'no message'}"
+    )
 
 
 def get_manifest(helm: HelmBinary, release: str, extra: list[str], revision: int | None = None) -> str | None:
@@ -97,8 +113,9 @@ def job_timestamp(values: dict[str, Any] | None) -> str | None:
 def release_status(helm: HelmBinary, release: str, extra: list[str]) -> str | None:
     """helm's status of the release's last revision (`deployed`, `failed`, `uninstalled` when uninstalled with
     its history kept, `pending-*` …); None when there is no release of that name."""
-    proc = subprocess.run([helm.path, "status", release, "-o", "json", *global_flags(extra)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [helm.path, "status", release, "-o", "json", *global_flags(extra)], capture_output=True, text=True, check=False
+    )
     if proc.returncode == 0:
         try:
             return str(json.loads(proc.stdout)["info"]["status"])
@@ -107,5 +124,7 @@ def release_status(helm: HelmBinary, release: str, extra: list[str]) -> str | No
     if NOT_FOUND in proc.stderr:
         return None
     message = " ".join(line.strip() for line in proc.stderr.strip().splitlines() if line.strip())
-    raise ReleaseReadError(f"cannot read release {release} from the cluster (helm status, exit {proc.returncode}): "
-                           f"{message.removeprefix('Error: ') or 'no message'}")
+    raise ReleaseReadError(
+        f"cannot read release {release} from the cluster (helm status, exit {proc.returncode}): "
+        f"{message.removeprefix('Error: ') or 'no message'}"
+    )

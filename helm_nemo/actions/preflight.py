@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,9 +38,15 @@ def connect_early(plans: list[ReleasePlan], extra: list[str]) -> tuple[KubeClien
     return client, preflight.start(client, big_lists=any(plan.accelerator for plan in plans))
 
 
-def check_rendered(plans: list[ReleasePlan], rendered: list[tuple[ReleasePlan, str]], extra: list[str], *, mode: str,
-                   install_missing: bool = False,
-                   early: tuple[KubeClient, Facts] | None = None) -> tuple[list[Result], dict[str, Any]]:
+def check_rendered(
+    plans: list[ReleasePlan],
+    rendered: list[tuple[ReleasePlan, str]],
+    extra: list[str],
+    *,
+    mode: str,
+    install_missing: bool = False,
+    early: tuple[KubeClient, Facts] | None = None,
+) -> tuple[list[Result], dict[str, Any]]:
     """(results, the client's target description) for rendered [(plan, text)]; `early`: connect_early's
     answer. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
     from helm_nemo import preflight
@@ -53,8 +60,13 @@ def check_rendered(plans: list[ReleasePlan], rendered: list[tuple[ReleasePlan, s
     finally:
         client.close()
     given = settings(extra, os.environ)
-    target = {"server": client.config.server, "context": client.config.context, "namespace": client.namespace,
-              "kubeconfig": given.get("KUBECONFIG") or None, "releases": [p.release for p in plans]}
+    target = {
+        "server": client.config.server,
+        "context": client.config.context,
+        "namespace": client.namespace,
+        "kubeconfig": given.get("KUBECONFIG") or None,
+        "releases": [p.release for p in plans],
+    }
     return results, target
 
 
@@ -65,8 +77,16 @@ def header(plans: list[ReleasePlan], target: dict[str, Any]) -> str:
     return f"helm nemo preflight: {count} of {source} -> {target['server']}{context}, namespace {target['namespace']}"
 
 
-def run(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, output: str = "text", color: bool = False,
-        out: Callable[[str], None] = print, err: Callable[[str], None] = print) -> int:
+def run(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    *,
+    output: str = "text",
+    color: bool = False,
+    out: Callable[[str], None] = print,
+    err: Callable[[str], None] = print,
+) -> int:
     """`helm nemo preflight`: render, check, print. The exit code."""
     from helm_nemo import preflight
     from helm_nemo.preflight import report
@@ -88,14 +108,22 @@ def run(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, output:
     return code
 
 
-def before_install(plans: list[ReleasePlan], rendered: list[tuple[ReleasePlan, str]], extra: list[str], *,
-                   upgrade: bool, install_missing: bool, echo: Callable[[str], None]) -> int:
+def before_install(
+    plans: list[ReleasePlan],
+    rendered: list[tuple[ReleasePlan, str]],
+    extra: list[str],
+    *,
+    upgrade: bool,
+    install_missing: bool,
+    echo: Callable[[str], None],
+) -> int:
     """install/upgrade: the checklist on stderr; 0 to go on (all ok or warn), 1 when a check failed."""
     from helm_nemo import preflight
     from helm_nemo.preflight import report
 
-    results, target = check_rendered(plans, rendered, extra, mode="upgrade" if upgrade else "install",
-                                     install_missing=install_missing)
+    results, target = check_rendered(
+        plans, rendered, extra, mode="upgrade" if upgrade else "install", install_missing=install_missing
+    )
     color = not os.environ.get("NO_COLOR") and sys.stderr.isatty()
     echo(report.text(results, header=header(plans, target), color=color))
     code = preflight.exit_code(results)

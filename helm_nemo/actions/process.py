@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, IO, TextIO, TypeAlias
@@ -173,16 +174,26 @@ def check_interrupted() -> None:
         raise Interrupted(_State.received)
 
 
-def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool = False,
-             capture_stderr: bool = False, stdout: TextIO | None = None,
-             stderr: TextIO | None = None) -> subprocess.CompletedProcess[str]:
+def run_helm(
+    args: list[str],
+    *,
+    input: str | None = None,
+    capture_stdout: bool = False,
+    capture_stderr: bool = False,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run helm to its end; a stream not captured is relayed, masked, line by line.
 
     Raises Interrupted (after helm exited) when a signal arrived, OutputError when relaying failed."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    proc = spawn(args, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE)
+    proc = spawn(
+        args,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         pump = Pump(proc, input, None if capture_stdout else stdout, None if capture_stderr else stderr)
         pump.run()
@@ -202,8 +213,9 @@ def run_helm(args: list[str], *, input: str | None = None, capture_stdout: bool 
 class Pump:
     """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | StartedHelm, input: str | None, out: TextIO | None,
-                 err: TextIO | None):
+    def __init__(
+        self, proc: subprocess.Popen[bytes] | StartedHelm, input: str | None, out: TextIO | None, err: TextIO | None
+    ):
         self.proc = proc
         self.data = memoryview(input.encode("utf-8")) if input is not None else None
         self.targets = {proc.stdout: out, proc.stderr: err}

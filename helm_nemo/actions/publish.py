@@ -62,8 +62,13 @@ def find_charts(charts_dir: Path, wanted: list[str] | None = None) -> list[tuple
         return found
     picked, unknown = [], []
     for name in wanted:
-        hits = [(f, c) for f, c in found
-                if name in (c.name, f.relative_to(charts_dir).as_posix()) or c.name.startswith(name + "-") and f.name == name]
+        hits = [
+            (f, c)
+            for f, c in found
+            if name in (c.name, f.relative_to(charts_dir).as_posix())
+            or c.name.startswith(name + "-")
+            and f.name == name
+        ]
         if not hits:
             unknown.append(name)
         picked += [h for h in hits if h not in picked]
@@ -95,8 +100,10 @@ def remote_state(helm: HelmBinary, target: str, chart: ChartContent, plain_http:
     if proc.returncode != 0:
         if re.search(r": not found\s*$", proc.stderr.strip(), re.M):
             return False, "", ""
-        raise PublishError(f"cannot read {_ref(target, chart.name)}:{chart.version} from the registry: "
-                           f"{proc.stderr.strip() or 'helm exit ' + str(proc.returncode)}")
+        raise PublishError(
+            f"cannot read {_ref(target, chart.name)}:{chart.version} from the registry: "
+            f"{proc.stderr.strip() or 'helm exit ' + str(proc.returncode)}"
+        )
     meta = yaml.safe_load(proc.stdout) or {}
     annotations = meta.get("annotations") or {}
     return True, str(annotations.get(CONTENT_DIGEST_ANNOTATION, "")), _digest_line(proc.stderr)
@@ -108,8 +115,10 @@ def with_digest_annotation(chart_yaml: str, digest: str) -> str:
     lines = chart_yaml.split("\n")
     for index, text in enumerate(lines):
         if re.match(r"^annotations:\s*(#.*)?$", text):
-            following = next((t for t in lines[index + 1:] if t.strip()), "")
-            indent = following[:len(following) - len(following.lstrip())] if following.startswith((" ", "\t")) else "  "
+            following = next((t for t in lines[index + 1 :] if t.strip()), "")
+            indent = (
+                following[: len(following) - len(following.lstrip())] if following.startswith((" ", "\t")) else "  "
+            )
             lines.insert(index + 1, indent + line)
             return "\n".join(lines)
     return chart_yaml.rstrip("\n") + f"\nannotations:\n  {line}\n"
@@ -127,7 +136,9 @@ def package(helm: HelmBinary, folder: Path, chart: ChartContent, work: Path) -> 
     stage = work / "stage" / chart.name
     shutil.copytree(folder, stage)
     chart_yaml = stage / "Chart.yaml"
-    chart_yaml.write_text(with_digest_annotation(chart_yaml.read_text(encoding="utf-8"), chart.digest), encoding="utf-8")
+    chart_yaml.write_text(
+        with_digest_annotation(chart_yaml.read_text(encoding="utf-8"), chart.digest), encoding="utf-8"
+    )
     staged = yaml.safe_load(chart_yaml.read_text(encoding="utf-8"))
     if (staged.get("annotations") or {}).get(CONTENT_DIGEST_ANNOTATION) != chart.digest:
         raise PublishError(f"{chart.name}: could not add the {CONTENT_DIGEST_ANNOTATION} annotation to Chart.yaml")
@@ -136,7 +147,9 @@ def package(helm: HelmBinary, folder: Path, chart: ChartContent, work: Path) -> 
         os.utime(path, (epoch, epoch))
     out = work / "packages" / chart.name
     out.mkdir(parents=True)
-    proc = subprocess.run([helm.path, "package", str(stage), "-d", str(out)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [helm.path, "package", str(stage), "-d", str(out)], capture_output=True, text=True, check=False
+    )
     tgz = sorted(out.glob("*.tgz"))
     if proc.returncode != 0 or len(tgz) != 1:
         raise PublishError(f"helm package {chart.name} failed: {proc.stderr.strip()}")
@@ -153,17 +166,22 @@ def _check(helm: HelmBinary, target: str, chart: ChartContent, plain_http: bool,
         outcome.status, outcome.reason = "skipped", "same content already in the registry"
     elif not remote_digest:
         outcome.status = "refused"
-        outcome.reason = (f"{chart.name}:{chart.version} exists in the registry without a {CONTENT_DIGEST_ANNOTATION} "
-                          "annotation (not pushed by helm nemo); not overwriting it")
+        outcome.reason = (
+            f"{chart.name}:{chart.version} exists in the registry without a {CONTENT_DIGEST_ANNOTATION} "
+            "annotation (not pushed by helm nemo); not overwriting it"
+        )
     else:
         outcome.status = "refused"
-        outcome.reason = (f"{chart.name}:{chart.version} exists in the registry with different content "
-                          f"({remote_digest}); bump the version instead of overwriting it")
+        outcome.reason = (
+            f"{chart.name}:{chart.version} exists in the registry with different content "
+            f"({remote_digest}); bump the version instead of overwriting it"
+        )
     return outcome
 
 
-def _push(helm: HelmBinary, target: str, folder: Path, chart: ChartContent, plain_http: bool,
-          work: Path, outcome: Outcome) -> Outcome:
+def _push(
+    helm: HelmBinary, target: str, folder: Path, chart: ChartContent, plain_http: bool, work: Path, outcome: Outcome
+) -> Outcome:
     try:
         tgz = package(helm, folder, chart, work)
         proc = _helm(helm, "push", str(tgz), target.rstrip("/"), plain_http=plain_http)
@@ -175,8 +193,16 @@ def _push(helm: HelmBinary, target: str, folder: Path, chart: ChartContent, plai
     return outcome
 
 
-def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBinary, *, plain_http: bool = False,
-            jobs: int = 8, verify_lock: Path | None = None, echo: Echo = print) -> list[Outcome]:
+def publish(
+    target: str,
+    charts: list[tuple[Path, ChartContent]],
+    helm: HelmBinary,
+    *,
+    plain_http: bool = False,
+    jobs: int = 8,
+    verify_lock: Path | None = None,
+    echo: Echo = print,
+) -> list[Outcome]:
     """Check every chart against the registry, then push the missing ones (none if any is refused).
 
     verify_lock: a project root whose generator/versions.lock must record each chart's version with
@@ -192,20 +218,32 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
         elif lock is not None:
             locked = lock.get(chart.name, {}).get(chart.version)
             if locked is None:
-                outcome.status, outcome.reason = "unreleased", (
-                    "no generator/versions.lock entry: work in progress, not published "
-                    "(release it with a CHANGELOG.md entry and `helm-nemo generate`)")
+                outcome.status, outcome.reason = (
+                    "unreleased",
+                    (
+                        "no generator/versions.lock entry: work in progress, not published "
+                        "(release it with a CHANGELOG.md entry and `helm-nemo generate`)"
+                    ),
+                )
             elif locked != chart.digest:
-                outcome.status, outcome.reason = "refused", (
-                    f"{chart.name} {chart.version}: content differs from generator/versions.lock "
-                    "(run `helm-nemo generate --check`)")
+                outcome.status, outcome.reason = (
+                    "refused",
+                    (
+                        f"{chart.name} {chart.version}: content differs from generator/versions.lock "
+                        "(run `helm-nemo generate --check`)"
+                    ),
+                )
     todo = [(c, o) for c, o in zip(charts, outcomes, strict=True) if o.status == "pending"]
     total, done = len(charts), 0
 
     def progress(outcome: Outcome) -> None:
         nonlocal done
         done += 1
-        detail = outcome.reason if outcome.status in ("refused", "failed", "unreleased") else (outcome.oci_digest or outcome.content_digest)
+        detail = (
+            outcome.reason
+            if outcome.status in ("refused", "failed", "unreleased")
+            else (outcome.oci_digest or outcome.content_digest)
+        )
         echo(f"[{done}/{total}] {outcome.chart} {outcome.version}: {outcome.status} ({detail})")
 
     for outcome in outcomes:
@@ -223,14 +261,21 @@ def publish(target: str, charts: list[tuple[Path, ChartContent]], helm: HelmBina
             return outcomes
         with tempfile.TemporaryDirectory(prefix="helm-nemo-publish-") as tmp:
             missing = [((folder, chart), o) for (folder, chart), o in todo if o.status == "pending"]
-            for outcome in pool.map(lambda item: _push(helm, target, item[0][0], item[0][1], plain_http, Path(tmp), item[1]),
-                                    missing):
+            for outcome in pool.map(
+                lambda item: _push(helm, target, item[0][0], item[0][1], plain_http, Path(tmp), item[1]), missing
+            ):
                 progress(outcome)
     return outcomes
 
 
-def _safe(func: Callable[[HelmBinary, str, ChartContent, bool, Outcome], Outcome], helm: HelmBinary, target: str,
-          chart: ChartContent, plain_http: bool, outcome: Outcome) -> Outcome:
+def _safe(
+    func: Callable[[HelmBinary, str, ChartContent, bool, Outcome], Outcome],
+    helm: HelmBinary,
+    target: str,
+    chart: ChartContent,
+    plain_http: bool,
+    outcome: Outcome,
+) -> Outcome:
     try:
         return func(helm, target, chart, plain_http, outcome)
     except PublishError as err:

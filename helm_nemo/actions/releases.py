@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from datetime import datetime, UTC
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any, TextIO
@@ -45,8 +46,9 @@ def needs_job_time(plan: ReleasePlan) -> bool:
     return "jobTimestamp" in workload and not (plan.values.get("workload") or {}).get("jobTimestamp")
 
 
-def stamp_job_time(plan: ReleasePlan, now: datetime | None = None, keep: str | None = None,
-                   fresh: bool = False) -> None:
+def stamp_job_time(
+    plan: ReleasePlan, now: datetime | None = None, keep: str | None = None, fresh: bool = False
+) -> None:
     """Install time as workload.jobTimestamp, when the chart has that value and the user set none; `keep`
     (the installed release's stamp, on upgrade) instead of the time when given. `fresh`: replace a stamp
     this run already put there (an upgrade --new-run), the time of now."""
@@ -77,14 +79,22 @@ def _helm_args(helm: HelmBinary, verb: list[str], plan: ReleasePlan, values_file
     return args + (translate_flags(extra, helm.major) if needs_translation(extra) else list(extra))
 
 
-def _run(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
+def _run(
+    helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str], *, capture: bool
+) -> subprocess.CompletedProcess[str]:
     """helm reads the values from stdin (`-f -`): nothing is written to disk, so nothing is left behind.
     Not captured, helm's output is relayed with the values from the environment masked."""
-    return run_helm(_helm_args(helm, verb, plan, "-", extra), input=helm_values_json(plan),
-                    capture_stdout=capture, capture_stderr=capture)
+    return run_helm(
+        _helm_args(helm, verb, plan, "-", extra),
+        input=helm_values_json(plan),
+        capture_stdout=capture,
+        capture_stderr=capture,
+    )
 
 
-def run_verb(helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str]) -> subprocess.CompletedProcess[str]:
+def run_verb(
+    helm: HelmBinary, verb: list[str], plan: ReleasePlan, extra: list[str]
+) -> subprocess.CompletedProcess[str]:
     """`helm VERB RELEASE CHART -f -` with the plan's values, helm's output relayed (masked)."""
     return _run(helm, verb, plan, extra, capture=False)
 
@@ -94,8 +104,9 @@ def render(plan: ReleasePlan, helm: HelmBinary, extra: list[str]) -> subprocess.
     return _run(helm, ["template"], plan, extra, capture=True)
 
 
-def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
-               while_waiting: Callable[[], object] | None = None) -> list[subprocess.CompletedProcess[str]]:
+def render_all(
+    plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, while_waiting: Callable[[], object] | None = None
+) -> list[subprocess.CompletedProcess[str]]:
     """`helm template` of every plan side by side (one helm process each), results in plan order.
 
     helm renders in its own process, so the time it takes is free for this one: `while_waiting` runs
@@ -110,7 +121,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     runs: list[tuple[list[str], Helm, str, dict[str, str]]] = []
     for plan in plans:
         args = _helm_args(helm, ["template"], plan, "-", extra)
-        proc: Helm | None = early.take(args)  # started before validation for exactly this command: it waits for its values
+        proc: Helm | None = early.take(
+            args
+        )  # started before validation for exactly this command: it waits for its values
         if proc is not None:
             process.adopt(proc)
         else:
@@ -124,7 +137,9 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
     def collect(proc: Helm, values: str, into: dict[str, Any]) -> None:
         into["out"], into["err"] = proc.communicate(values)
 
-    threads = [threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs]
+    threads = [
+        threading.Thread(target=collect, args=(proc, values, into), daemon=True) for _, proc, values, into in runs
+    ]
     for thread in threads:
         thread.start()
     if while_waiting is not None:
@@ -135,16 +150,26 @@ def render_all(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *,
         process.release(proc)
     process.check_interrupted()  # a signal: every helm was passed it and has exited
     # proc.returncode is set: communicate() waited for helm
-    return [subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"])  # type: ignore[arg-type]
-            for args, proc, _, into in runs]
+    return [
+        subprocess.CompletedProcess(args, proc.returncode, into["out"], into["err"])  # type: ignore[arg-type]
+        for args, proc, _, into in runs
+    ]
 
 
 # Exit code when the rendered manifests have problems (helm_nemo.validate); same as a user error.
 EXIT_INVALID_MANIFESTS = 2
 
 
-def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], say: Echo, *, failed: str = "",
-                empty: str = "", warm: Callable[[], object] | None = None) -> tuple[list[tuple[ReleasePlan, str]], int]:
+def render_each(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    say: Echo,
+    *,
+    failed: str = "",
+    empty: str = "",
+    warm: Callable[[], object] | None = None,
+) -> tuple[list[tuple[ReleasePlan, str]], int]:
     """`helm template` of every release side by side (`warm` runs meanwhile): ([(plan, text)] of the releases
     before the first that failed or printed nothing, in order; 0, or that release's exit code, said through
     `say` with `failed` / `empty` after the message)."""
@@ -161,9 +186,15 @@ def render_each(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], sa
     return rendered, 0
 
 
-def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: TextIO = sys.stdout,
-             echo: Echo = _stderr, check: Callable[[list[tuple[ReleasePlan, str]]], bool] | None = None,
-             prepare: Callable[[], object] | None = None) -> int:
+def template(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    out: TextIO = sys.stdout,
+    echo: Echo = _stderr,
+    check: Callable[[list[tuple[ReleasePlan, str]]], bool] | None = None,
+    prepare: Callable[[], object] | None = None,
+) -> int:
     """Render every release (side by side, output in order). With `check` ([(plan, rendered text)]) -> ok,
     every release is rendered and checked first (together: objects two releases share), and nothing is
     written unless all are ok; `prepare` runs while helm renders."""
@@ -190,8 +221,16 @@ def template(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], out: 
     return 0
 
 
-def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upgrade: bool = False,
-            install_missing: bool = False, echo: Echo = _stderr, now: datetime | None = None) -> int:
+def install(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    *,
+    upgrade: bool = False,
+    install_missing: bool = False,
+    echo: Echo = _stderr,
+    now: datetime | None = None,
+) -> int:
     verb = ["upgrade", "--install"] if (upgrade and install_missing) else (["upgrade"] if upgrade else ["install"])
     done: list[str] = []
     for index, plan in enumerate(plans, start=1):
@@ -206,14 +245,17 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
             return stop.exit_code
         if proc.returncode != 0:
             installed = ", ".join(done) if done else "none"
-            echo(f"helm nemo: {verb[0]} of {plan.release} failed (helm exit {proc.returncode}); "
-                 f"stopped. Installed by this run: {installed}.")
+            echo(
+                f"helm nemo: {verb[0]} of {plan.release} failed (helm exit {proc.returncode}); "
+                f"stopped. Installed by this run: {installed}."
+            )
             # Without --atomic / --rollback-on-failure, a failed `helm install` can leave the release
             # behind (status failed, with the objects it created), and its name is then taken.
             left = verb == ["install"] and not _flag_set(extra, "--atomic", "--rollback-on-failure")
             if done or left:
-                what = " and ".join((["them"] if done else []) +
-                                    ([f"{plan.release}, if helm left it behind as failed"] if left else []))
+                what = " and ".join(
+                    (["them"] if done else []) + ([f"{plan.release}, if helm left it behind as failed"] if left else [])
+                )
                 echo(f"  to remove {what}: helm nemo uninstall {plan.values_flags()}{_namespace_flag(extra)}")
             return proc.returncode or 1
         done.append(plan.release)
@@ -223,12 +265,15 @@ def install(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, upg
 def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess[str]) -> str:
     """The message for a `helm template` that exited 0 and printed no manifest (never "ok: 0 objects")."""
     said = proc.stderr.strip().splitlines()
-    return (f"helm nemo: helm template printed nothing for release {plan.release} ({plan.chart}); a chart renders "
-            "at least one object" + (f" (helm said: {said[-1]})" if said else ""))
+    return (
+        f"helm nemo: helm template printed nothing for release {plan.release} ({plan.chart}); a chart renders "
+        "at least one object" + (f" (helm said: {said[-1]})" if said else "")
+    )
 
 
-def _interrupted(stop: Interrupted, verb: str, plan: ReleasePlan, done: list[str], rest: list[ReleasePlan],
-                 extra: list[str]) -> str:
+def _interrupted(
+    stop: Interrupted, verb: str, plan: ReleasePlan, done: list[str], rest: list[ReleasePlan], extra: list[str]
+) -> str:
     """What a signal left: which releases this run finished, the one helm was stopped in, the ones not started."""
     past = {"install": "installed", "upgrade": "upgraded", "uninstall": "uninstalled"}[verb]
     finished = list(done)
@@ -238,8 +283,10 @@ def _interrupted(stop: Interrupted, verb: str, plan: ReleasePlan, done: list[str
     elif stop.returncode == 0:
         finished.append(plan.release)
     else:
-        lines.append(f"  {plan.release}: helm was stopped during the {verb} (exit {stop.returncode}); it may be "
-                     f"partly {past}: helm status {plan.release}{_namespace_flag(extra)}")
+        lines.append(
+            f"  {plan.release}: helm was stopped during the {verb} (exit {stop.returncode}); it may be "
+            f"partly {past}: helm status {plan.release}{_namespace_flag(extra)}"
+        )
     lines.insert(1, f"  {past.capitalize()} by this run: {', '.join(finished) if finished else 'none'}.")
     if rest:
         lines.append(f"  Not started: {', '.join(p.release for p in rest)}.")

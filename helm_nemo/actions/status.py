@@ -41,8 +41,16 @@ def release_targets(values_files: list[str], release: str | None) -> list[str]:
     substituted), or the one named."""
     if not values_files:
         if not release:
-            raise UserError(Problem("<command line>", None, None, "$", "name a release or give --values FILE",
-                                    hint="helm nemo status RELEASE, or helm nemo status --values recipe.yaml"))
+            raise UserError(
+                Problem(
+                    "<command line>",
+                    None,
+                    None,
+                    "$",
+                    "name a release or give --values FILE",
+                    hint="helm nemo status RELEASE, or helm nemo status --values recipe.yaml",
+                )
+            )
         return [release]
     from helm_nemo.values.plan import release_names
 
@@ -53,15 +61,27 @@ def run_inputs_for(values_files: list[str], names: list[str]) -> dict[str, RunIn
     from helm_nemo.status.progress import RunInputs, run_inputs
 
     if not values_files or values_files == ["-"]:
-        return {name: RunInputs(missing=["no --values: GPUs, batch size, model and accelerator are not known"])
-                for name in names}
+        return {
+            name: RunInputs(missing=["no --values: GPUs, batch size, model and accelerator are not known"])
+            for name in names
+        }
     return {name: run_inputs(values_files[-1], name if len(names) > 1 else None) for name in names}
 
 
-def status(names: list[str], client: KubeClient, *, run_inputs: dict[str, RunInputs] | None = None,
-           output: str = "text", watch: bool = False, interval: float = 10.0, stall_factor: float | None = None,
-           out: Echo = print, tty: bool | None = None, now: datetime | Callable[[], datetime] | None = None,
-           max_refreshes: int | None = None) -> int:
+def status(
+    names: list[str],
+    client: KubeClient,
+    *,
+    run_inputs: dict[str, RunInputs] | None = None,
+    output: str = "text",
+    watch: bool = False,
+    interval: float = 10.0,
+    stall_factor: float | None = None,
+    out: Echo = print,
+    tty: bool | None = None,
+    now: datetime | Callable[[], datetime] | None = None,
+    max_refreshes: int | None = None,
+) -> int:
     """Print the status of the releases; the exit code of the (last) refresh."""
     from helm_nemo.status import cluster, render
     from helm_nemo.status.verdict import exit_code, verdict
@@ -69,8 +89,9 @@ def status(names: list[str], client: KubeClient, *, run_inputs: dict[str, RunInp
     tty = sys.stdout.isatty() if tty is None else tty
     refreshes = 0
     while True:
-        statuses = cluster.read_statuses(client, client.namespace, names, run_inputs, stall_factor=stall_factor,
-                                         now=now() if callable(now) else now)
+        statuses = cluster.read_statuses(
+            client, client.namespace, names, run_inputs, stall_factor=stall_factor, now=now() if callable(now) else now
+        )
         verdicts = [verdict(s) for s in statuses]
         code = exit_code(verdicts)
         if output == "json":  # with --watch: one line per refresh (JSON Lines)
@@ -100,8 +121,9 @@ def status(names: list[str], client: KubeClient, *, run_inputs: dict[str, RunInp
 def _release_pods(client: KubeClient, names: list[str]) -> list[dict[str, Any]]:
     from helm_nemo.status import cluster
 
-    return client.list(cluster.PODS.format(ns=client.namespace),
-                       {"labelSelector": cluster._selector(cluster.INSTANCE, names)})
+    return client.list(
+        cluster.PODS.format(ns=client.namespace), {"labelSelector": cluster._selector(cluster.INSTANCE, names)}
+    )
 
 
 def pick_pod(pods: list[dict[str, Any]], rank: int | None, pod_name: str | None) -> dict[str, Any]:
@@ -121,9 +143,19 @@ def pick_pod(pods: list[dict[str, Any]], rank: int | None, pod_name: str | None)
     raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
 
-def logs(names: list[str], client: KubeClient, *, rank: int | None = None, pod: str | None = None, follow: bool = False,
-         tail: int | None = None, previous: bool = False, timestamps: bool = False, out: Callable[[str], None],
-         err: Echo) -> int:
+def logs(
+    names: list[str],
+    client: KubeClient,
+    *,
+    rank: int | None = None,
+    pod: str | None = None,
+    follow: bool = False,
+    tail: int | None = None,
+    previous: bool = False,
+    timestamps: bool = False,
+    out: Callable[[str], None],
+    err: Echo,
+) -> int:
     """Print (or follow) the training log of one rank or pod. Exit 0, 3 when there is no such pod."""
     from helm_nemo.status import cluster
 
@@ -159,8 +191,9 @@ def logs(names: list[str], client: KubeClient, *, rank: int | None = None, pod: 
     return 0
 
 
-def errors(names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo,
-           err: Echo) -> int:
+def errors(
+    names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo, err: Echo
+) -> int:
     """Scan every pod's recent log (and a restarted container's previous log) for the failure signatures;
     one grouped summary. Exit 1 when a fatal signature is found, 0 when none, 3 when there is no pod."""
     import json
@@ -177,8 +210,10 @@ def errors(names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, out
         name = pod["metadata"]["name"]
         container = cluster.main_container(pod)
         hits, problem = [], None
-        restarted = any(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
-        for previous in ((False, True) if restarted else (False,)):
+        restarted = any(
+            int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or []
+        )
+        for previous in (False, True) if restarted else (False,):
             try:
                 text = cluster.pod_log(client, client.namespace, name, container, tail, previous=previous)
             except KubeApiError as error:
@@ -195,8 +230,17 @@ def errors(names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, out
     unread = [problem for _, problem in results if problem]
     groups = signatures.group(hits)
     if output == "json":
-        out(json.dumps({"pods_scanned": len(readable), "lines_per_pod": tail, "signatures": [g.as_json() for g in groups],
-                        "unreadable": unread}, indent=2))
+        out(
+            json.dumps(
+                {
+                    "pods_scanned": len(readable),
+                    "lines_per_pod": tail,
+                    "signatures": [g.as_json() for g in groups],
+                    "unreadable": unread,
+                },
+                indent=2,
+            )
+        )
     elif not groups:
         out(f"no known failure signature in the last {tail} lines of {len(readable)} pod(s)")
     else:

@@ -49,8 +49,9 @@ class ReleaseChange(NamedTuple):
     refused: list[tuple[ObjectId, Refusal]]
 
 
-def classify(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, validate: bool = True,
-             echo: Echo = print) -> list[ReleaseChange]:
+def classify(
+    plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, validate: bool = True, echo: Echo = print
+) -> list[ReleaseChange]:
     """Each release's change and what it needs (renders and validates every release; reads the cluster only)."""
     from helm_nemo.actions.diff import diff_plans
 
@@ -61,8 +62,12 @@ def classify(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, va
         objects = diff.objects
         if status == "failed":  # the last revision failed: what runs is the last one that deployed, if any
             objects, status = _against_last_deployed(helm, plan, extra, diff.rendered)
-        refused = [(obj.id, refusal) for obj in objects if obj.change == "changed" and obj.old and obj.new
-                   for refusal in refusals(obj.old, obj.new)]
+        refused = [
+            (obj.id, refusal)
+            for obj in objects
+            if obj.change == "changed" and obj.old and obj.new
+            for refusal in refusals(obj.old, obj.new)
+        ]
         if status == "uninstalled":
             action = REINSTALL  # a recreate stopped after its uninstall: the history keeps the run
         else:
@@ -71,8 +76,9 @@ def classify(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, va
     return out
 
 
-def _against_last_deployed(helm: HelmBinary, plan: ReleasePlan, extra: list[str],
-                           rendered: str) -> tuple[list[ObjectDiff], str | None]:
+def _against_last_deployed(
+    helm: HelmBinary, plan: ReleasePlan, extra: list[str], rendered: str
+) -> tuple[list[ObjectDiff], str | None]:
     """For a release whose last revision failed: the comparison with the last revision that deployed (its objects
     are the ones in the cluster), or `uninstalled` when the release was uninstalled since (nothing of it runs)."""
     from helm_nemo.actions.installed import get_manifest, release_history
@@ -89,8 +95,10 @@ def _against_last_deployed(helm: HelmBinary, plan: ReleasePlan, extra: list[str]
 def explain(changes: list[ReleaseChange], hint_command: str) -> str:
     """Why the upgrade stops: each release that needs a new workload, its refused fields, and the choices."""
     needing = [c for c in changes if c.action == NEW_WORKLOAD]
-    lines = [f"helm nemo: the upgrade needs a new workload for {', '.join(c.plan.release for c in needing)}; "
-             "nothing was changed."]
+    lines = [
+        f"helm nemo: the upgrade needs a new workload for {', '.join(c.plan.release for c in needing)}; "
+        "nothing was changed."
+    ]
     for change in needing:
         for ident, refusal in change.refused:
             lines.append(f"  {change.plan.release}: {ident.kind} {ident.name}: {refusal.reason}")
@@ -100,9 +108,14 @@ def explain(changes: list[ReleaseChange], hint_command: str) -> str:
                 lines.append(f"      … and {len(refusal.differences) - 5} more (helm nemo diff shows them all)")
     stamp = next((_stamp(c.plan) for c in needing if _stamp(c.plan)), None)
     lines.append("  choose:")
-    lines.append(f"    {hint_command} --recreate   uninstall and install again as the same run"
-                 + (f" ({stamp}: same log and checkpoint directories; training resumes from its last checkpoint)"
-                    if stamp else ""))
+    lines.append(
+        f"    {hint_command} --recreate   uninstall and install again as the same run"
+        + (
+            f" ({stamp}: same log and checkpoint directories; training resumes from its last checkpoint)"
+            if stamp
+            else ""
+        )
+    )
     lines.append(f"    {hint_command} --new-run    the same, as a new run (new directories)")
     in_place = [c.plan.release for c in changes if c.action == IN_PLACE]
     if in_place:
@@ -112,6 +125,7 @@ def explain(changes: list[ReleaseChange], hint_command: str) -> str:
 
 def _shown(difference: Difference) -> str:
     """`path: changed 'old' -> 'new'` with long values cut in their middle (image names differ at their end)."""
+
     def value(v: object) -> str:
         text = repr(v) if not isinstance(v, (dict, list)) else "{…}" if isinstance(v, dict) else "[…]"
         return text if len(text) <= 64 else text[:24] + "…" + text[-39:]
@@ -119,7 +133,8 @@ def _shown(difference: Difference) -> str:
     if difference.change == "changed":
         return f"{difference.path}: changed {value(difference.expected)} -> {value(difference.actual)}"
     return f"{difference.path}: {difference.change} " + value(
-        difference.actual if difference.change == "added" else difference.expected)
+        difference.actual if difference.change == "added" else difference.expected
+    )
 
 
 def _stamp(plan: ReleasePlan) -> str | None:
@@ -133,9 +148,18 @@ def pinned_runs(plans: list[ReleasePlan]) -> set[str]:
     return {plan.release for plan in plans if _stamp(plan)}
 
 
-def upgrade(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, mode: str | None = None,
-            install_missing: bool = False, validate: bool = True, hint_command: str = "helm nemo upgrade",
-            pinned: set[str] | None = None, echo: Echo = print) -> int:
+def upgrade(
+    plans: list[ReleasePlan],
+    helm: HelmBinary,
+    extra: list[str],
+    *,
+    mode: str | None = None,
+    install_missing: bool = False,
+    validate: bool = True,
+    hint_command: str = "helm nemo upgrade",
+    pinned: set[str] | None = None,
+    echo: Echo = print,
+) -> int:
     """Classify every release, then upgrade in place / recreate, in recipe order (see the module's docstring).
     `pinned`: pinned_runs(plans) taken before the plans were stamped (default: now)."""
     from helm_nemo.actions.diff import DiffError
@@ -153,16 +177,35 @@ def upgrade(plans: list[ReleasePlan], helm: HelmBinary, extra: list[str], *, mod
     if mode == NEW_RUN:
         named = [c.plan.release for c in changes if c.action != IN_PLACE and c.plan.release in pinned]
         if named:
-            echo(f"helm nemo: --new-run: the values of {', '.join(named)} set workload.jobTimestamp, which names "
-                 "the run; nothing was changed.\n    hint: remove workload.jobTimestamp from the values (or use "
-                 "--recreate to resume that run)")
+            echo(
+                f"helm nemo: --new-run: the values of {', '.join(named)} set workload.jobTimestamp, which names "
+                "the run; nothing was changed.\n    hint: remove workload.jobTimestamp from the values (or use "
+                "--recreate to resume that run)"
+            )
             return EXIT_NEEDS_CHOICE
-    return _apply(changes, helm, extra, mode=mode, install_missing=install_missing, echo=echo,
-                  hint_command=hint_command, pinned=pinned)
+    return _apply(
+        changes,
+        helm,
+        extra,
+        mode=mode,
+        install_missing=install_missing,
+        echo=echo,
+        hint_command=hint_command,
+        pinned=pinned,
+    )
 
 
-def _apply(changes: list[ReleaseChange], helm: HelmBinary, extra: list[str], *, mode: str | None,
-           install_missing: bool, echo: Echo, hint_command: str, pinned: set[str]) -> int:
+def _apply(
+    changes: list[ReleaseChange],
+    helm: HelmBinary,
+    extra: list[str],
+    *,
+    mode: str | None,
+    install_missing: bool,
+    echo: Echo,
+    hint_command: str,
+    pinned: set[str],
+) -> int:
     done: list[str] = []
     total = len(changes)
     for index, change in enumerate(changes, start=1):
@@ -172,27 +215,55 @@ def _apply(changes: list[ReleaseChange], helm: HelmBinary, extra: list[str], *, 
             echo(f"[{index}/{total}] upgrade {plan.release} ({plan.chart}) in place")
             code = _send(helm, verb, plan, extra)
             if code:
-                return _stopped(echo, f"the upgrade of {plan.release} failed (helm exit {code})", done, changes,
-                                index, hint_command, mode)
+                return _stopped(
+                    echo,
+                    f"the upgrade of {plan.release} failed (helm exit {code})",
+                    done,
+                    changes,
+                    index,
+                    hint_command,
+                    mode,
+                )
             done.append(f"{plan.release} upgraded")
             continue
         if mode == NEW_RUN and plan.release not in pinned:
             releases.stamp_job_time(plan, fresh=True)
         run = _stamp(plan)
         if change.action == NEW_WORKLOAD:
-            echo(f"[{index}/{total}] recreate {plan.release} ({plan.chart}) as "
-                 + (f"run {run}" if run else "a new workload") + ": uninstall, then install")
+            echo(
+                f"[{index}/{total}] recreate {plan.release} ({plan.chart}) as "
+                + (f"run {run}" if run else "a new workload")
+                + ": uninstall, then install"
+            )
             code = _uninstall_for_recreate(helm, plan, extra)
             if code:
-                return _stopped(echo, f"the uninstall of {plan.release} failed (helm exit {code}); it is still "
-                                "installed as it was", done, changes, index, hint_command, mode)
+                return _stopped(
+                    echo,
+                    f"the uninstall of {plan.release} failed (helm exit {code}); it is still installed as it was",
+                    done,
+                    changes,
+                    index,
+                    hint_command,
+                    mode,
+                )
         else:
-            echo(f"[{index}/{total}] install {plan.release} ({plan.chart}) again as "
-                 + (f"run {run}" if run else "before") + " (its uninstall finished in an earlier run)")
+            echo(
+                f"[{index}/{total}] install {plan.release} ({plan.chart}) again as "
+                + (f"run {run}" if run else "before")
+                + " (its uninstall finished in an earlier run)"
+            )
         code = _send(helm, ["install", "--replace"], plan, extra)
         if code:
-            return _stopped(echo, f"{plan.release} is uninstalled (its history keeps run {run}) and installing it "
-                            f"again failed (helm exit {code})", done, changes, index, hint_command, mode)
+            return _stopped(
+                echo,
+                f"{plan.release} is uninstalled (its history keeps run {run}) and installing it "
+                f"again failed (helm exit {code})",
+                done,
+                changes,
+                index,
+                hint_command,
+                mode,
+            )
         done.append(f"{plan.release} recreated" + (f" as run {run}" if run else ""))
     return 0
 
@@ -210,9 +281,17 @@ def _uninstall_for_recreate(helm: HelmBinary, plan: ReleasePlan, extra: list[str
     Jobs and Pods are gone, so the new one never runs beside the old one."""
     flags = global_flags(extra)
     timeout = _value_of(extra, "--timeout")
-    args = [helm.path, "uninstall", plan.release, "--keep-history", "--wait", "--cascade", "foreground",
-            *(["--timeout", timeout] if timeout else []),
-            *(translate_flags(flags, helm.major) if needs_translation(flags) else flags)]
+    args = [
+        helm.path,
+        "uninstall",
+        plan.release,
+        "--keep-history",
+        "--wait",
+        "--cascade",
+        "foreground",
+        *(["--timeout", timeout] if timeout else []),
+        *(translate_flags(flags, helm.major) if needs_translation(flags) else flags),
+    ]
     try:
         proc = run_helm(args, capture_stderr=False)
     except Interrupted as stop:
@@ -228,18 +307,25 @@ def _value_of(args: list[str], name: str) -> str | None:
     return None
 
 
-def _stopped(echo: Echo, what: str, done: list[str], changes: list[ReleaseChange], index: int, hint_command: str,
-             mode: str | None) -> int:
+def _stopped(
+    echo: Echo,
+    what: str,
+    done: list[str],
+    changes: list[ReleaseChange],
+    index: int,
+    hint_command: str,
+    mode: str | None,
+) -> int:
     rest = [c.plan.release for c in changes[index:]]
-    lines = [f"helm nemo: {what}; stopped.",
-             f"  done by this run: {', '.join(done) if done else 'nothing'}."]
+    lines = [f"helm nemo: {what}; stopped.", f"  done by this run: {', '.join(done) if done else 'nothing'}."]
     if rest:
         lines.append(f"  not started: {', '.join(rest)}.")
     if mode is None:
         lines.append(f"  to finish: fix the cause, then run {hint_command} again")
     else:
-        lines.append(f"  to finish: fix the cause, then run {hint_command} --{mode} again (a release left "
-                     "uninstalled is installed again " + ("as its run)" if mode == RECREATE else "as a new run)"))
+        lines.append(
+            f"  to finish: fix the cause, then run {hint_command} --{mode} again (a release left "
+            "uninstalled is installed again " + ("as its run)" if mode == RECREATE else "as a new run)")
+        )
     echo("\n".join(lines))
     return 1
-

@@ -85,11 +85,21 @@ def _output_failed(err: Exception) -> None:
 
 # Command -> the module under helm_nemo/cli/ that defines it: a run imports only its command's module.
 COMMANDS = {
-    "generate": "charts", "publish": "charts",
-    "template": "releases", "install": "releases", "upgrade": "releases", "uninstall": "releases",
-    "lint": "releases", "diff": "releases", "preflight": "releases", "validate": "releases", "status": "observe",
+    "generate": "charts",
+    "publish": "charts",
+    "template": "releases",
+    "install": "releases",
+    "upgrade": "releases",
+    "uninstall": "releases",
+    "lint": "releases",
+    "diff": "releases",
+    "preflight": "releases",
+    "validate": "releases",
+    "status": "observe",
     "logs": "observe",
-    "version": "tools", "summary": "tools", "metrics": "tools",
+    "version": "tools",
+    "summary": "tools",
+    "metrics": "tools",
 }
 
 

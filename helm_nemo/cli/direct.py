@@ -10,34 +10,73 @@ tests/test_cli_direct.py checks that every command line `parse` accepts gets the
 from __future__ import annotations
 
 import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
 # option -> (parameter, "flag" | "value" | "values"), as cli/releases.py declares them for click
-_VALUES = {"-f": ("values_files", "values"), "--values": ("values_files", "values"), "--root": ("root", "value"),
-           "--show-secrets": ("show_secrets", "flag")}
-_RELEASE = {**_VALUES, "--chart": ("chart", "value"), "--version": ("chart_version", "value"),
-            "--chart-repo": ("chart_repo", "value"), "-n": ("namespace", "value"), "--namespace": ("namespace", "value")}
+_VALUES = {
+    "-f": ("values_files", "values"),
+    "--values": ("values_files", "values"),
+    "--root": ("root", "value"),
+    "--show-secrets": ("show_secrets", "flag"),
+}
+_RELEASE = {
+    **_VALUES,
+    "--chart": ("chart", "value"),
+    "--version": ("chart_version", "value"),
+    "--chart-repo": ("chart_repo", "value"),
+    "-n": ("namespace", "value"),
+    "--namespace": ("namespace", "value"),
+}
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
 _PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
-_COMMON_DEFAULTS = {"values_files": (), "root": None, "show_secrets": False, "chart": None, "chart_version": None,
-                    "chart_repo": None, "namespace": None, "release": None}
+_COMMON_DEFAULTS = {
+    "values_files": (),
+    "root": None,
+    "show_secrets": False,
+    "chart": None,
+    "chart_version": None,
+    "chart_repo": None,
+    "namespace": None,
+    "release": None,
+}
 
 # command -> (its options, the defaults of the ones beyond _RELEASE)
 COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
-    "install": ({**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT},
-                {"skip_manifest_validation": False, "target": "kubernetes", "no_preflight": False, "preflight_only": False}),
+    "install": (
+        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT},
+        {"skip_manifest_validation": False, "target": "kubernetes", "no_preflight": False, "preflight_only": False},
+    ),
     "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
-    "upgrade": ({**_RELEASE, "-i": ("install_missing", "flag"), "--install": ("install_missing", "flag"),
-                 "--diff": ("show_diff", "flag"), "--recreate": ("recreate", "flag"), "--new-run": ("new_run", "flag"),
-                 **_SKIP, **_PREFLIGHT},
-                {"install_missing": False, "show_diff": False, "skip_manifest_validation": False, "recreate": False,
-                 "new_run": False, "no_preflight": False, "preflight_only": False}),
-    "preflight": ({**_RELEASE, "-o": ("output", "value"), "--output": ("output", "value"),
-                   "--no-color": ("no_color", "flag")}, {"output": "text", "no_color": False}),
+    "upgrade": (
+        {
+            **_RELEASE,
+            "-i": ("install_missing", "flag"),
+            "--install": ("install_missing", "flag"),
+            "--diff": ("show_diff", "flag"),
+            "--recreate": ("recreate", "flag"),
+            "--new-run": ("new_run", "flag"),
+            **_SKIP,
+            **_PREFLIGHT,
+        },
+        {
+            "install_missing": False,
+            "show_diff": False,
+            "skip_manifest_validation": False,
+            "recreate": False,
+            "new_run": False,
+            "no_preflight": False,
+            "preflight_only": False,
+        },
+    ),
+    "preflight": (
+        {**_RELEASE, "-o": ("output", "value"), "--output": ("output", "value"), "--no-color": ("no_color", "flag")},
+        {"output": "text", "no_color": False},
+    ),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
 _TARGETS = ("kubernetes", "slurm")

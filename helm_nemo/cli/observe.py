@@ -51,21 +51,47 @@ _VALUES_HELP = "Values or recipe file whose releases to show (several merge as h
 
 @click.command(context_settings=PASSTHROUGH)
 @click.argument("release", required=False, callback=_flag_is_no_release)
-@click.option("-f", "--values", "values_files", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help=_VALUES_HELP)
-@click.option("--root", type=click.Path(file_okay=False, exists=True), default=None, help="As for install (--target slurm).")
+@click.option(
+    "-f", "--values", "values_files", multiple=True, type=click.Path(dir_okay=False, allow_dash=True), help=_VALUES_HELP
+)
+@click.option(
+    "--root", type=click.Path(file_okay=False, exists=True), default=None, help="As for install (--target slurm)."
+)
 @click.option("--show-secrets", is_flag=True, help="Print values from the environment instead of ***.")
 @click.option("-n", "--namespace", default=None, help="Namespace (default: HELM_NAMESPACE, else the context's).")
-@click.option("--target", type=click.Choice(["kubernetes", "slurm"]), default="kubernetes", show_default=True,
-              help="Where the release runs: Kubernetes, or the Slurm jobs of `install --target slurm`.")
+@click.option(
+    "--target",
+    type=click.Choice(["kubernetes", "slurm"]),
+    default="kubernetes",
+    show_default=True,
+    help="Where the release runs: Kubernetes, or the Slurm jobs of `install --target slurm`.",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-w", "--watch", is_flag=True, help="Refresh until every release completed or failed (Ctrl-C stops).")
-@click.option("--interval", type=click.FloatRange(1.0), default=10.0, show_default=True, help="Seconds between refreshes.")
-@click.option("--stall-after", type=click.FloatRange(1.0), default=10.0, show_default=True,
-              help="Stalled when no step came for this many step times (at least 5 minutes).")
+@click.option(
+    "--interval", type=click.FloatRange(1.0), default=10.0, show_default=True, help="Seconds between refreshes."
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(1.0),
+    default=10.0,
+    show_default=True,
+    help="Stalled when no step came for this many step times (at least 5 minutes).",
+)
 @click.pass_context
-def status(ctx: click.Context, release: str | None, values_files: tuple[str, ...], root: str | None, show_secrets: bool,
-           namespace: str | None, target: str, output: str, watch: bool, interval: float, stall_after: float) -> None:
+def status(
+    ctx: click.Context,
+    release: str | None,
+    values_files: tuple[str, ...],
+    root: str | None,
+    show_secrets: bool,
+    namespace: str | None,
+    target: str,
+    output: str,
+    watch: bool,
+    interval: float,
+    stall_after: float,
+) -> None:
     """Is the run healthy, how far is it, how fast, when will it end, and if it failed, why.
 
     For each release of --values FILE (or the RELEASE named): the JobSet/Job and its Kueue Workload, pods by
@@ -82,8 +108,18 @@ def status(ctx: click.Context, release: str | None, values_files: tuple[str, ...
             from helm_nemo.cli import _usage_error
 
             _usage_error("status --target slurm needs --values FILE", "the Slurm jobs are found by the values' names")
-        run_release("status", values_files=values_files, root=root, show_secrets=show_secrets, chart=None,
-                    chart_version=None, chart_repo=None, namespace=namespace, release=release, extra=extra)
+        run_release(
+            "status",
+            values_files=values_files,
+            root=root,
+            show_secrets=show_secrets,
+            chart=None,
+            chart_version=None,
+            chart_repo=None,
+            namespace=namespace,
+            release=release,
+            extra=extra,
+        )
         return
 
     def body() -> int:
@@ -93,16 +129,29 @@ def status(ctx: click.Context, release: str | None, values_files: tuple[str, ...
             names = action.release_targets(list(values_files), release)
             client = action.connect(extra, namespace)
             run = action.run_inputs_for(list(values_files), names)
-            return action.status(names, client, run_inputs=run, output=output, watch=watch, interval=interval,
-                                 stall_factor=stall_after, out=_out)
+            return action.status(
+                names,
+                client,
+                run_inputs=run,
+                output=output,
+                watch=watch,
+                interval=interval,
+                stall_factor=stall_after,
+                out=_out,
+            )
 
     _run(body)
 
 
 @click.command(context_settings=PASSTHROUGH)
 @click.argument("release", required=False, callback=_flag_is_no_release)
-@click.option("--values", "values_files", multiple=True, type=click.Path(dir_okay=False, allow_dash=True),
-              help=_VALUES_HELP + " (-f means --follow here, as in kubectl logs)")
+@click.option(
+    "--values",
+    "values_files",
+    multiple=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help=_VALUES_HELP + " (-f means --follow here, as in kubectl logs)",
+)
 @click.option("-n", "--namespace", default=None, help="Namespace (default: HELM_NAMESPACE, else the context's).")
 @click.option("--rank", type=click.IntRange(0), default=None, help="The node rank (Job completion index); default 0.")
 @click.option("--pod", default=None, help="A pod by name instead of a rank.")
@@ -111,13 +160,33 @@ def status(ctx: click.Context, release: str | None, values_files: tuple[str, ...
 @click.option("-p", "--previous", is_flag=True, help="The log of the previous (restarted) container.")
 @click.option("--timestamps", is_flag=True, help="Prefix each line with the kubelet's time.")
 @click.option("--errors", is_flag=True, help="Scan every pod's recent log for known failure signatures; one summary.")
-@click.option("--errors-tail", type=click.IntRange(1), default=500, show_default=True, help="Lines per pod --errors reads.")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="--errors: text or one JSON document.")
+@click.option(
+    "--errors-tail", type=click.IntRange(1), default=500, show_default=True, help="Lines per pod --errors reads."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="--errors: text or one JSON document.",
+)
 @click.pass_context
-def logs(ctx: click.Context, release: str | None, values_files: tuple[str, ...], namespace: str | None, rank: int | None,
-         pod: str | None, follow: bool, tail: int | None, previous: bool, timestamps: bool, errors: bool, errors_tail: int,
-         output: str) -> None:
+def logs(
+    ctx: click.Context,
+    release: str | None,
+    values_files: tuple[str, ...],
+    namespace: str | None,
+    rank: int | None,
+    pod: str | None,
+    follow: bool,
+    tail: int | None,
+    previous: bool,
+    timestamps: bool,
+    errors: bool,
+    errors_tail: int,
+    output: str,
+) -> None:
     """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors finds
     NCCL errors and timeouts, CUDA OOM, Xid/ECC, segfaults and Python tracebacks in every pod's recent log."""
     from helm_nemo.cli.release_commands import helm_extra
@@ -125,8 +194,10 @@ def logs(ctx: click.Context, release: str | None, values_files: tuple[str, ...],
     if release and release.endswith((".yaml", ".yml", ".json")):
         from helm_nemo.cli import _usage_error
 
-        _usage_error(f"{release!r} is a file, not a release", "in `helm nemo logs`, -f means --follow: give the "
-                     "values file with --values FILE")
+        _usage_error(
+            f"{release!r} is a file, not a release",
+            "in `helm nemo logs`, -f means --follow: give the values file with --values FILE",
+        )
     if rank is not None and pod:
         from helm_nemo.cli import _usage_error
 
@@ -144,7 +215,17 @@ def logs(ctx: click.Context, release: str | None, values_files: tuple[str, ...],
         client = action.connect(extra, namespace)
         if errors:
             return action.errors(names, client, tail=errors_tail, output=output, out=_out, err=_say)
-        return action.logs(names, client, rank=rank, pod=pod, follow=follow, tail=tail, previous=previous,
-                           timestamps=timestamps, out=write, err=_say)
+        return action.logs(
+            names,
+            client,
+            rank=rank,
+            pod=pod,
+            follow=follow,
+            tail=tail,
+            previous=previous,
+            timestamps=timestamps,
+            out=write,
+            err=_say,
+        )
 
     _run(body)

@@ -16,12 +16,26 @@ import sys
 from helm_nemo.cli import _fail, _helm, _out, _say
 
 
-def plans_of(values_files, release: str | None, chart: str | None, chart_version: str | None,
-             chart_repo: str | None = None, root: str | None = None, extra: list[str] | None = None):
+def plans_of(
+    values_files,
+    release: str | None,
+    chart: str | None,
+    chart_version: str | None,
+    chart_repo: str | None = None,
+    root: str | None = None,
+    extra: list[str] | None = None,
+):
     from helm_nemo.values.plan import build_plans, registry_flags
 
-    plans = build_plans(list(values_files), release=release, chart=chart, version=chart_version,
-                        chart_repo=chart_repo, root=root, pull_flags=registry_flags(extra or []))
+    plans = build_plans(
+        list(values_files),
+        release=release,
+        chart=chart,
+        version=chart_version,
+        chart_repo=chart_repo,
+        root=root,
+        pull_flags=registry_flags(extra or []),
+    )
     if chart_version:
         for plan in plans:
             plan.chart_version = chart_version
@@ -39,8 +53,20 @@ def helm_extra(args: list[str], first_flag: str | None, namespace: str | None) -
     return [a for a in extra if a != "--"]
 
 
-def run_release(name: str, *, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace,
-                release, extra: list[str], **options) -> None:
+def run_release(
+    name: str,
+    *,
+    values_files,
+    root,
+    show_secrets,
+    chart,
+    chart_version,
+    chart_repo,
+    namespace,
+    release,
+    extra: list[str],
+    **options,
+) -> None:
     """Run release command `name` (a key of BODIES) and exit with its code."""
     from helm_nemo import secrets
     from helm_nemo.actions.process import Interrupted, SignalStop, forwarding_signals, received, stopping_at_once
@@ -69,8 +95,9 @@ def run_release(name: str, *, values_files, root, show_secrets, chart, chart_ver
     sys.exit(code)
 
 
-def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, preflight: bool = True,
-              install_missing: bool = False) -> int:
+def validated(
+    plans, helm, extra, skip: bool, *, upgrade: bool = False, preflight: bool = True, install_missing: bool = False
+) -> int:
     """install/upgrade: render every release, validate it (unless `skip`) and run the cluster preflight
     (unless not `preflight`) before the first is sent (0: go on)."""
     preflight = preflight and not _client_dry_run(extra)
@@ -83,26 +110,32 @@ def validated(plans, helm, extra, skip: bool, *, upgrade: bool = False, prefligh
         releases.stamp_job_time(plan, keep=releases.installed_job_time(plan, helm, extra) if upgrade else None)
     cluster = None
     if preflight:
+
         def cluster(rendered):
             from helm_nemo.actions.preflight import before_install
 
             return before_install(plans, rendered, extra, upgrade=upgrade, install_missing=install_missing, echo=_say)
+
     return render_and_check(plans, helm, extra, echo=_say, validate=not skip, cluster=cluster)
 
 
 def _client_dry_run(extra: list[str]) -> bool:
     """`--dry-run` (client): helm talks to no cluster and installs nothing, so neither do the checks
     (`--dry-run=server` reads the cluster: the checks run)."""
-    return any(a == "--dry-run" or a.partition("=")[0] == "--dry-run" and a.partition("=")[2] in ("client", "true")
-               for a in extra)
+    return any(
+        a == "--dry-run" or a.partition("=")[0] == "--dry-run" and a.partition("=")[2] in ("client", "true")
+        for a in extra
+    )
 
 
 def _preflight_flags(no_preflight: bool, preflight_only: bool) -> None:
     if no_preflight and preflight_only:
         from helm_nemo.cli import _usage_error
 
-        _usage_error("--no-preflight and --preflight-only exclude each other",
-                     "--preflight-only runs the checks and installs nothing; --no-preflight installs without them")
+        _usage_error(
+            "--no-preflight and --preflight-only exclude each other",
+            "--preflight-only runs the checks and installs nothing; --no-preflight installs without them",
+        )
 
 
 def _only(code: int, preflight_only: bool, verb: str) -> int | None:
@@ -142,7 +175,9 @@ def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
     return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
-def install(plans, extra, skip_manifest_validation=False, target="kubernetes", no_preflight=False, preflight_only=False):
+def install(
+    plans, extra, skip_manifest_validation=False, target="kubernetes", no_preflight=False, preflight_only=False
+):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install);
     with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
     from helm_nemo.actions import releases
@@ -172,8 +207,17 @@ def lint(plans, extra, kube_version=None):
     return lint_plans(plans, _helm(), extra, kube_version=kube, echo=_out, err=_say)
 
 
-def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_validation=False, recreate=False,
-            new_run=False, no_preflight=False, preflight_only=False):
+def upgrade(
+    plans,
+    extra,
+    install_missing=False,
+    show_diff=False,
+    skip_manifest_validation=False,
+    recreate=False,
+    new_run=False,
+    no_preflight=False,
+    preflight_only=False,
+):
     """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster and
     classified before the first upgrade; an installed release keeps its job timestamp; one the cluster cannot
     change in place is recreated with --recreate / --new-run, or nothing is done)."""
@@ -183,13 +227,23 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
     if recreate and new_run:
         from helm_nemo.cli import _usage_error
 
-        _usage_error("--recreate and --new-run exclude each other",
-                     "--recreate resumes the installed run; --new-run starts a new one")
+        _usage_error(
+            "--recreate and --new-run exclude each other",
+            "--recreate resumes the installed run; --new-run starts a new one",
+        )
     _preflight_flags(no_preflight, preflight_only)
     helm = _helm()
     if show_diff:
-        code = print_diff(plans, helm, extra, plans[0].sources or [plans[0].source], output="text", no_color=False,
-                          show_secrets=not secrets.masking(), validate=not skip_manifest_validation)
+        code = print_diff(
+            plans,
+            helm,
+            extra,
+            plans[0].sources or [plans[0].source],
+            output="text",
+            no_color=False,
+            show_secrets=not secrets.masking(),
+            validate=not skip_manifest_validation,
+        )
         if code == 2:
             _say("helm nemo: nothing was upgraded")
             return code
@@ -198,15 +252,31 @@ def upgrade(plans, extra, install_missing=False, show_diff=False, skip_manifest_
             _say(f"warning: {warning}")
         plan.warnings = []
     pinned = upgrading.pinned_runs(plans)
-    code = validated(plans, helm, extra, skip_manifest_validation, upgrade=True, preflight=not no_preflight,
-                     install_missing=install_missing)
+    code = validated(
+        plans,
+        helm,
+        extra,
+        skip_manifest_validation,
+        upgrade=True,
+        preflight=not no_preflight,
+        install_missing=install_missing,
+    )
     stop = _only(code, preflight_only, "upgraded")
     if stop is not None:
         return stop
     hint = f"helm nemo upgrade {plans[0].values_flags()}{releases.namespace_flag(extra)}"
     mode = upgrading.RECREATE if recreate else upgrading.NEW_RUN if new_run else None
-    return upgrading.upgrade(plans, helm, extra, mode=mode, install_missing=install_missing, validate=False,
-                             hint_command=hint, pinned=pinned, echo=_say)
+    return upgrading.upgrade(
+        plans,
+        helm,
+        extra,
+        mode=mode,
+        install_missing=install_missing,
+        validate=False,
+        hint_command=hint,
+        pinned=pinned,
+        echo=_say,
+    )
 
 
 def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:
@@ -217,8 +287,17 @@ def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secre
 
     color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
     masker = Masker(diffing.environment_secrets(values_files), enabled=not show_secrets)
-    return diffing.run(plans, helm, extra, masker=masker, output=output, color=color, validate=validate,
-                       out=lambda text: click.echo(text, color=color), err=_say)
+    return diffing.run(
+        plans,
+        helm,
+        extra,
+        masker=masker,
+        output=output,
+        color=color,
+        validate=validate,
+        out=lambda text: click.echo(text, color=color),
+        err=_say,
+    )
 
 
 def uninstall(plans, extra, target="kubernetes"):
@@ -251,5 +330,12 @@ def preflight(plans, extra, output="text", no_color=False):
 
 
 # Release command -> (its body, whether it needs only the release names).
-BODIES = {"preflight": (preflight, False), "template": (template, False), "install": (install, False), "lint": (lint, False),
-          "upgrade": (upgrade, False), "uninstall": (uninstall, True), "status": (status, False)}
+BODIES = {
+    "preflight": (preflight, False),
+    "template": (template, False),
+    "install": (install, False),
+    "lint": (lint, False),
+    "upgrade": (upgrade, False),
+    "uninstall": (uninstall, True),
+    "status": (status, False),
+}

@@ -14,24 +14,43 @@ from helm_nemo.cli import release_commands as run
 
 def _values_options(func):
     """-f/--values (several merge like helm's), --root, --show-secrets: every command that reads values."""
-    func = click.option("-f", "--values", "values_files", required=True, multiple=True,
-                        type=click.Path(dir_okay=False, allow_dash=True),
-                        help="Values or recipe file; several merge as helm merges them (later wins); - reads stdin.")(func)
-    func = click.option("--root", type=click.Path(file_okay=False, exists=True), default=None,
-                        help="Folder that paths in the values (files:, a chart: folder) must stay inside "
-                             "(default: the values file's folder).")(func)
-    func = click.option("--show-secrets", is_flag=True,
-                        help="Print values taken from the environment instead of *** in messages and helm's output "
-                             "(--target slurm: write secret values into the script in clear).")(func)
+    func = click.option(
+        "-f",
+        "--values",
+        "values_files",
+        required=True,
+        multiple=True,
+        type=click.Path(dir_okay=False, allow_dash=True),
+        help="Values or recipe file; several merge as helm merges them (later wins); - reads stdin.",
+    )(func)
+    func = click.option(
+        "--root",
+        type=click.Path(file_okay=False, exists=True),
+        default=None,
+        help="Folder that paths in the values (files:, a chart: folder) must stay inside "
+        "(default: the values file's folder).",
+    )(func)
+    func = click.option(
+        "--show-secrets",
+        is_flag=True,
+        help="Print values taken from the environment instead of *** in messages and helm's output "
+        "(--target slurm: write secret values into the script in clear).",
+    )(func)
     return func
 
 
 def _release_options(func):
     func = _values_options(func)
-    func = click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")(func)
+    func = click.option(
+        "--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values)."
+    )(func)
     func = click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")(func)
-    func = click.option("--chart-repo", default=None, metavar="oci://HOST/PATH",
-                        help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).")(func)
+    func = click.option(
+        "--chart-repo",
+        default=None,
+        metavar="oci://HOST/PATH",
+        help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).",
+    )(func)
     func = click.option("-n", "--namespace", default=None, help="Namespace (helm passes it as HELM_NAMESPACE).")(func)
     func = click.argument("release", required=False, callback=_flag_is_no_release)(func)
     return func
@@ -46,21 +65,33 @@ def _flag_is_no_release(ctx: click.Context, _param, value: str | None) -> str | 
 
 
 def _skip_validation_option(func):
-    return click.option("--skip-manifest-validation", is_flag=True,
-                        help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).")(func)
+    return click.option(
+        "--skip-manifest-validation",
+        is_flag=True,
+        help="Do not validate the rendered manifests (Kubernetes and CRD schemas, extra checks).",
+    )(func)
 
 
 def _preflight_options(func):
-    func = click.option("--no-preflight", is_flag=True,
-                        help="Do not check the cluster first (helm nemo preflight's checks).")(func)
-    func = click.option("--preflight-only", is_flag=True,
-                        help="Run the cluster checks (after validation) and stop: nothing is installed.")(func)
+    func = click.option(
+        "--no-preflight", is_flag=True, help="Do not check the cluster first (helm nemo preflight's checks)."
+    )(func)
+    func = click.option(
+        "--preflight-only",
+        is_flag=True,
+        help="Run the cluster checks (after validation) and stop: nothing is installed.",
+    )(func)
     return func
 
 
 def _target_option(func):
-    return click.option("--target", type=click.Choice(["kubernetes", "slurm"]), default="kubernetes", show_default=True,
-                        help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).")(func)
+    return click.option(
+        "--target",
+        type=click.Choice(["kubernetes", "slurm"]),
+        default="kubernetes",
+        show_default=True,
+        help="Where the release runs: Kubernetes (helm) or a Slurm cluster (sbatch; the values' slurm: section).",
+    )(func)
 
 
 def _release_command(body):
@@ -70,52 +101,120 @@ def _release_command(body):
 
     @functools.wraps(body)
     @click.pass_context
-    def command(ctx, /, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options):
+    def command(
+        ctx, /, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options
+    ):
         from helm_nemo.cli.release_commands import helm_extra, run_release
 
         extra = helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
-        run_release(body.__name__, values_files=values_files, root=root, show_secrets=show_secrets, chart=chart,
-                    chart_version=chart_version, chart_repo=chart_repo, namespace=namespace, release=release,
-                    extra=extra, **options)
+        run_release(
+            body.__name__,
+            values_files=values_files,
+            root=root,
+            show_secrets=show_secrets,
+            chart=chart,
+            chart_version=chart_version,
+            chart_repo=chart_repo,
+            namespace=namespace,
+            release=release,
+            extra=extra,
+            **options,
+        )
 
     return command
 
 
-template = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
-    _release_command(run.template)))))
-install = click.command(context_settings=PASSTHROUGH)(_release_options(_skip_validation_option(_target_option(
-    _preflight_options(_release_command(run.install))))))
-lint = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
-    "--kube-version", default=None, metavar="X.Y",
-    help="Kubernetes version to validate for (default 1.32); also passed to helm template.")(_release_command(run.lint))))
-upgrade = click.command(context_settings=PASSTHROUGH)(_release_options(
-    click.option("-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet.")(
-        click.option("--diff", "show_diff", is_flag=True,
-                     help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.")(
-            click.option("--recreate", is_flag=True,
-                         help="A release the cluster cannot change in place (a running Job/JobSet's pods): uninstall "
-                              "and install it again as the same run (it resumes from its last checkpoint).")(
-                click.option("--new-run", is_flag=True,
-                             help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint "
-                                  "directories).")(
-                    _skip_validation_option(_preflight_options(_release_command(run.upgrade)))))))))
-uninstall = click.command(context_settings=PASSTHROUGH)(_release_options(_target_option(_release_command(run.uninstall))))
-preflight = click.command(context_settings=PASSTHROUGH)(_release_options(click.option(
-    "-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="text: a checklist; json: one document for scripts.")(click.option(
-        "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")(
-        _release_command(run.preflight)))))
+template = click.command(context_settings=PASSTHROUGH)(
+    _release_options(_skip_validation_option(_target_option(_release_command(run.template))))
+)
+install = click.command(context_settings=PASSTHROUGH)(
+    _release_options(_skip_validation_option(_target_option(_preflight_options(_release_command(run.install)))))
+)
+lint = click.command(context_settings=PASSTHROUGH)(
+    _release_options(
+        click.option(
+            "--kube-version",
+            default=None,
+            metavar="X.Y",
+            help="Kubernetes version to validate for (default 1.32); also passed to helm template.",
+        )(_release_command(run.lint))
+    )
+)
+upgrade = click.command(context_settings=PASSTHROUGH)(
+    _release_options(
+        click.option(
+            "-i", "--install", "install_missing", is_flag=True, help="Install releases that do not exist yet."
+        )(
+            click.option(
+                "--diff",
+                "show_diff",
+                is_flag=True,
+                help="First print what would change (as `helm nemo diff`); stop with exit 2 if that fails.",
+            )(
+                click.option(
+                    "--recreate",
+                    is_flag=True,
+                    help="A release the cluster cannot change in place (a running Job/JobSet's pods): uninstall "
+                    "and install it again as the same run (it resumes from its last checkpoint).",
+                )(
+                    click.option(
+                        "--new-run",
+                        is_flag=True,
+                        help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint directories).",
+                    )(_skip_validation_option(_preflight_options(_release_command(run.upgrade))))
+                )
+            )
+        )
+    )
+)
+uninstall = click.command(context_settings=PASSTHROUGH)(
+    _release_options(_target_option(_release_command(run.uninstall)))
+)
+preflight = click.command(context_settings=PASSTHROUGH)(
+    _release_options(
+        click.option(
+            "-o",
+            "--output",
+            type=click.Choice(["text", "json"]),
+            default="text",
+            show_default=True,
+            help="text: a checklist; json: one document for scripts.",
+        )(
+            click.option(
+                "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal)."
+            )(_release_command(run.preflight))
+        )
+    )
+)
 
 
 @click.command(context_settings=PASSTHROUGH)
 @_release_options
 @_skip_validation_option
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: one block per object; json: one document for machines.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one block per object; json: one document for machines.",
+)
 @click.option("--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal).")
 @click.pass_context
-def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release,
-         skip_manifest_validation, output, no_color):
+def diff(
+    ctx,
+    values_files,
+    root,
+    show_secrets,
+    chart,
+    chart_version,
+    chart_repo,
+    namespace,
+    release,
+    skip_manifest_validation,
+    output,
+    no_color,
+):
     """Show what install/upgrade would change: each release's installed manifest (none: not installed) against
     what would be sent now, object by object, field by field. Exit 0 no difference, 1 differences, 2 trouble."""
     from helm_nemo import secrets
@@ -125,8 +224,16 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
         try:
             extra = run.helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root, extra=extra)
-            code = run.print_diff(plans, _helm(), extra, list(values_files), output=output, no_color=no_color,
-                                  show_secrets=show_secrets, validate=not skip_manifest_validation)
+            code = run.print_diff(
+                plans,
+                _helm(),
+                extra,
+                list(values_files),
+                output=output,
+                no_color=no_color,
+                show_secrets=show_secrets,
+                validate=not skip_manifest_validation,
+            )
         except UserError as err:
             if _debug():
                 _say(_traceback(err))
@@ -144,8 +251,12 @@ def diff(ctx, values_files, root, show_secrets, chart, chart_version, chart_repo
 @_values_options
 @click.option("--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values).")
 @click.option("--version", "chart_version", default=None, help="Chart version (with an oci:// chart).")
-@click.option("--chart-repo", default=None, metavar="oci://HOST/PATH",
-              help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).")
+@click.option(
+    "--chart-repo",
+    default=None,
+    metavar="oci://HOST/PATH",
+    help="Take charts named by kind from this OCI repository (default: $HELM_NEMO_CHART_REPO).",
+)
 @click.option("--plain-http", is_flag=True, help="Pull an oci:// chart over http (helm pull --plain-http).")
 @click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
@@ -175,4 +286,3 @@ def validate(values_files, root, show_secrets, chart, chart_version, chart_repo,
             for warning in plan.warnings:
                 _say(f"warning: {warning}")
             _out(f"ok: {plan.release} -> {plan.chart}")
-

@@ -42,24 +42,51 @@ class UpdateRule(NamedTuple):
     tandem: tuple[tuple[str, str], ...] = ()  # (path, partner): may change when both end up equal (Indexed Job)
 
 
-_POD_SCHEDULING = ("metadata.labels", "metadata.annotations", "spec.nodeSelector", "spec.tolerations",
-                   "spec.schedulingGates")
+_POD_SCHEDULING = (
+    "metadata.labels",
+    "metadata.annotations",
+    "spec.nodeSelector",
+    "spec.tolerations",
+    "spec.schedulingGates",
+)
 
 RULES: dict[tuple[str, str], UpdateRule] = {
     ("batch", "Job"): UpdateRule(
-        "batch", "Job", "the API server (Job validation)",
-        immutable=("spec.selector", "spec.template", "spec.completions", "spec.completionMode",
-                   "spec.podFailurePolicy", "spec.backoffLimitPerIndex", "spec.managedBy", "spec.successPolicy"),
+        "batch",
+        "Job",
+        "the API server (Job validation)",
+        immutable=(
+            "spec.selector",
+            "spec.template",
+            "spec.completions",
+            "spec.completionMode",
+            "spec.podFailurePolicy",
+            "spec.backoffLimitPerIndex",
+            "spec.managedBy",
+            "spec.successPolicy",
+        ),
         mutable_while_suspended=tuple(f"spec.template.{p}" for p in _POD_SCHEDULING)
         + ("spec.template.spec.affinity.nodeAffinity",),
-        tandem=(("spec.completions", "spec.parallelism"),)),
+        tandem=(("spec.completions", "spec.parallelism"),),
+    ),
     ("jobset.x-k8s.io", "JobSet"): UpdateRule(
-        "jobset.x-k8s.io", "JobSet", "the JobSet admission webhook and CRD rules",
-        immutable=("spec.replicatedJobs", "spec.managedBy", "spec.network", "spec.successPolicy",
-                   "spec.failurePolicy", "spec.startupPolicy", "spec.volumeClaimPolicies"),
-        mutable_while_suspended=tuple(f"spec.replicatedJobs{EVERY}.template.spec.template.{p}"
-                                      for p in _POD_SCHEDULING),
-        suspended_if=("old", "new")),
+        "jobset.x-k8s.io",
+        "JobSet",
+        "the JobSet admission webhook and CRD rules",
+        immutable=(
+            "spec.replicatedJobs",
+            "spec.managedBy",
+            "spec.network",
+            "spec.successPolicy",
+            "spec.failurePolicy",
+            "spec.startupPolicy",
+            "spec.volumeClaimPolicies",
+        ),
+        mutable_while_suspended=tuple(
+            f"spec.replicatedJobs{EVERY}.template.spec.template.{p}" for p in _POD_SCHEDULING
+        ),
+        suspended_if=("old", "new"),
+    ),
 }
 
 
@@ -139,16 +166,22 @@ def refusals(old: dict[str, Any], new: dict[str, Any], live: dict[str, Any] | No
     _diff(normalize(old), normalize(munged), "", everything, text=True)
     out = []
     for path in rule.immutable:
-        differences = [d for d in everything if d.path == "." + path or d.path.startswith(("." + path + ".",
-                                                                                             "." + path + "["))]
+        differences = [
+            d for d in everything if d.path == "." + path or d.path.startswith(("." + path + ".", "." + path + "["))
+        ]
         if not differences:
             continue
         partner = dict(rule.tandem).get(path)
         if partner and _get(new, "spec.completionMode") == "Indexed" and _get(new, partner) == _get(new, path):
             continue
         loosened = any(m.startswith((path + ".", path + EVERY)) for m in rule.mutable_while_suspended)
-        why = ("immutable" if not loosened else
-               "immutable; even while suspended only its pods' labels, annotations, nodeSelector, tolerations and "
-               "schedulingGates may change" if suspended else "immutable while it is not suspended")
+        why = (
+            "immutable"
+            if not loosened
+            else "immutable; even while suspended only its pods' labels, annotations, nodeSelector, tolerations and "
+            "schedulingGates may change"
+            if suspended
+            else "immutable while it is not suspended"
+        )
         out.append(Refusal(path, f"{rule.kind}.{path} is {why}: {rule.enforced_by}", differences))
     return out

@@ -54,8 +54,12 @@ class ObjectDiff:
 
 def object_id(doc: dict[str, Any]) -> ObjectId:
     meta = doc.get("metadata") or {}
-    return ObjectId(str(doc.get("apiVersion") or ""), str(doc.get("kind") or ""), str(meta.get("namespace") or ""),
-                    str(meta.get("name") or ""))
+    return ObjectId(
+        str(doc.get("apiVersion") or ""),
+        str(doc.get("kind") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
 
 
 def index(docs: list[dict[str, Any]]) -> dict[ObjectId, dict[str, Any]]:
@@ -66,7 +70,7 @@ def index(docs: list[dict[str, Any]]) -> dict[ObjectId, dict[str, Any]]:
         ident = object_id(doc)
         unique = _unique(str(ident), seen)
         if unique != str(ident):
-            ident = ObjectId(ident.api_version, ident.kind, ident.namespace, ident.name + unique[len(str(ident)):])
+            ident = ObjectId(ident.api_version, ident.kind, ident.namespace, ident.name + unique[len(str(ident)) :])
         out[ident] = doc
     return out
 
@@ -94,8 +98,9 @@ def diff_objects(old_docs: list[dict[str, Any]], new_docs: list[dict[str, Any]])
 
 
 def diff_manifests(old_text: str, new_text: str) -> list[ObjectDiff]:
-    return diff_objects(parse_manifests(old_text) if old_text.strip() else [],
-                        parse_manifests(new_text) if new_text.strip() else [])
+    return diff_objects(
+        parse_manifests(old_text) if old_text.strip() else [], parse_manifests(new_text) if new_text.strip() else []
+    )
 
 
 def plain(value: Any) -> Any:

@@ -18,6 +18,7 @@ from helm_nemo.diff.admission import Refusal
 from helm_nemo.diff.objects import ObjectDiff, plain
 from helm_nemo.diff.semantic import Difference
 from helm_nemo.secrets import MASK, Masker as SecretMasker
+
 _INLINE = 100  # a value longer than this (as JSON) goes on its own lines
 
 
@@ -59,7 +60,7 @@ def _pair(diff: Difference, masker: Masker) -> tuple[Any, Any]:
 
 
 def _mask_like(old: str, masked_new: str) -> str:
-    found = {line[:line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
+    found = {line[: line.index(MASK)] for line in masked_new.split("\n") if MASK in line}
     prefixes = sorted((p for p in found if p.strip()), key=len, reverse=True)
     lines = []
     for line in old.split("\n"):
@@ -104,6 +105,7 @@ def _refusals(obj: ObjectDiff) -> list[Refusal]:
 
 # ---- text ------------------------------------------------------------------------------------------------
 
+
 class _Style:
     def __init__(self, color: bool):
         self.color = color
@@ -141,8 +143,11 @@ def _field_lines(diff: Difference, masker: Masker, style: _Style) -> list[str]:
         shown_old, shown_new = _show(old), _show(new)
         if len(shown_old) + len(shown_new) <= _INLINE * 2 and "\n" not in shown_old + shown_new:
             return [f"{indent}{path}: {style(shown_old, fg='red')} → {style(shown_new, fg='green')}"]
-        return ([f"{indent}{path}:"] + _block(old, "-", indent + "  ", style, "red")
-                + _block(new, "+", indent + "  ", style, "green"))
+        return (
+            [f"{indent}{path}:"]
+            + _block(old, "-", indent + "  ", style, "red")
+            + _block(new, "+", indent + "  ", style, "green")
+        )
     value, mark, colour = (new, "+", "green") if diff.change == "added" else (old, "-", "red")
     shown = _show(value)
     if len(shown) <= _INLINE and not _is_text(value):
@@ -167,17 +172,24 @@ def render_text(releases: list[ReleaseDiff], masker: Masker, color: bool = False
         lines.append(style(f"release {release.release}{where} ({release.chart}): {state}{summary}", bold=True))
         for obj in release.objects:
             mark, colour = {"changed": ("~", "yellow"), "added": ("+", "green"), "removed": ("-", "red")}[obj.change]
-            lines.append(style(f"{mark} {masker.text(str(obj.id))}", fg=colour, bold=True)
-                         + ("" if obj.change == "changed" else style(f"  ({obj.change})", fg=colour)))
+            lines.append(
+                style(f"{mark} {masker.text(str(obj.id))}", fg=colour, bold=True)
+                + ("" if obj.change == "changed" else style(f"  ({obj.change})", fg=colour))
+            )
             for refusal in _refusals(obj):
-                lines.append(style(f"    needs a new workload: {refusal.reason} (helm nemo upgrade --recreate or "
-                                   "--new-run)", fg="magenta"))
+                lines.append(
+                    style(
+                        f"    needs a new workload: {refusal.reason} (helm nemo upgrade --recreate or --new-run)",
+                        fg="magenta",
+                    )
+                )
             for diff in obj.fields:
                 lines += _field_lines(diff, masker, style)
     return "\n".join(lines)
 
 
 # ---- JSON ------------------------------------------------------------------------------------------------
+
 
 def _field_json(diff: Difference, masker: Masker) -> dict[str, Any]:
     old, new = _pair(diff, masker)
@@ -203,8 +215,16 @@ def as_json(releases: list[ReleaseDiff], masker: Masker) -> dict[str, Any]:
             else:
                 entry["object"] = masker.value(obj.new if obj.change == "added" else obj.old)
             objects.append(masker.value(entry) if obj.change != "changed" else entry)
-        out.append({"release": release.release, "chart": release.chart, "namespace": release.namespace,
-                    "installed": release.installed, "changed": release.changed, "objects": objects})
+        out.append(
+            {
+                "release": release.release,
+                "chart": release.chart,
+                "namespace": release.namespace,
+                "installed": release.installed,
+                "changed": release.changed,
+                "objects": objects,
+            }
+        )
     return {"changed": any(r.changed for r in releases), "releases": out}
 
 

@@ -22,8 +22,16 @@ from typing import Any
 
 # Lists whose items are identified by a field rather than their position.
 NAMED_LISTS = {
-    "env": "name", "volumes": "name", "volumeMounts": "name", "containers": "name", "initContainers": "name",
-    "ports": "name", "resourceClaims": "name", "claims": "name", "replicatedJobs": "name", "envFrom": None,
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "ports": "name",
+    "resourceClaims": "name",
+    "claims": "name",
+    "replicatedJobs": "name",
+    "envFrom": None,
 }
 
 
@@ -76,7 +84,11 @@ def normalize(node: Any, list_name: str | None = None) -> Any:
         named = list_name in NAMED_LISTS or list_name == "tolerations"
         if named and all(isinstance(i, dict) for i in node):
             seen: set[str] = set()  # two env entries of one name both count (the duplicate is `NAME#2`)
-            return {"__named__": {_unique(_item_key(list_name, item, i), seen): normalize(item) for i, item in enumerate(node)}}
+            return {
+                "__named__": {
+                    _unique(_item_key(list_name, item, i), seen): normalize(item) for i, item in enumerate(node)
+                }
+            }
         return [normalize(item) for item in node]
     if isinstance(node, str) and "\n" in node:
         return _script(node)

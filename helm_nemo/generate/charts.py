@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import jinja2
@@ -33,7 +34,7 @@ class ChartSpec:
     schema: str
     per_accelerator: bool
     clouds: tuple[str, ...]
-    requires: str | None = None   # a profile field the kind needs (no chart for profiles without it)
+    requires: str | None = None  # a profile field the kind needs (no chart for profiles without it)
 
 
 def load_chart_specs(generator_dir: Path | None = None) -> list[ChartSpec]:
@@ -101,8 +102,9 @@ def to_yaml(value: Any, indent: int = 0) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
 
     BlockDumper.add_representer(str, represent_str)
-    text = yaml.dump(value, Dumper=BlockDumper, default_flow_style=False, sort_keys=False, width=4096,
-                     allow_unicode=True)
+    text = yaml.dump(
+        value, Dumper=BlockDumper, default_flow_style=False, sort_keys=False, width=4096, allow_unicode=True
+    )
     lines = text.rstrip("\n").split("\n")
     return "\n".join([lines[0]] + [(" " * indent + line) if line else line for line in lines[1:]])
 
@@ -111,19 +113,24 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
     """Schema of the .Values.network keys a profile adds (plugin/daemon image, build type, ...)."""
     network = profile.get("network", {})
     props: dict[str, Any] = {}
-    for part, what, ref in (("pluginInstaller", "NCCL plugin installer image; null: no installer", "optionalImage"),
-                            ("daemonSidecar", "network daemon sidecar image (pinned)", "image")):
+    for part, what, ref in (
+        ("pluginInstaller", "NCCL plugin installer image; null: no installer", "optionalImage"),
+        ("daemonSidecar", "network daemon sidecar image (pinned)", "image"),
+    ):
         if network.get(part):
             props[network[part]["valuesKey"]] = {"$ref": f"#/definitions/{ref}", "description": what + "."}
     for key, value in (network.get("extraValues") or {}).items():
-        props[key] = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if isinstance(value, int) else {"type": "string"}
+        props[key] = (
+            {"type": "integer", "minimum": 0, "maximum": 2**31 - 1} if isinstance(value, int) else {"type": "string"}
+        )
     generations = network.get("generations")
     if generations:
         names = [generations["default"]] + [alt["name"] for alt in generations["alternatives"]]
         props[generations["valuesKey"]] = {
             "enum": [*names, None],
             "description": f"Networking generation; null: {names[1]} when any of "
-                           f"{', '.join(generations['autoWhenAnyTrue'])} is set and not false, else {names[0]}."}
+            f"{', '.join(generations['autoWhenAnyTrue'])} is set and not false, else {names[0]}.",
+        }
     return props
 
 
@@ -133,8 +140,9 @@ CROSS_FIELD_KINDS = ("jobset", "nemo-training")
 CHECKS_KEY = "x-helm-nemo-checks"
 
 
-def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
-                 profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def chart_schema(
+    spec: ChartSpec, profile: dict[str, Any] | None, profiles: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     schema = bundle(spec.schema, profile, profiles=profiles)
     if profile is not None and "network" in schema.get("properties", {}):
         extra = network_value_properties(profile)
@@ -146,8 +154,13 @@ def chart_schema(spec: ChartSpec, profile: dict[str, Any] | None,
             schema["definitions"] = dict(sorted(schema["definitions"].items()))
     if profile is not None and spec.kind in CROSS_FIELD_KINDS:
         # What helm nemo's cross-field checks (values/cross_field.py) need of the profile; travels with the chart.
-        schema[CHECKS_KEY] = {"kind": spec.kind, "accelerator": profile["id"], "displayName": profile["displayName"],
-                              "gpusPerNode": profile["gpusPerNode"], "nodeLabels": dict(profile.get("nodeLabels") or {})}
+        schema[CHECKS_KEY] = {
+            "kind": spec.kind,
+            "accelerator": profile["id"],
+            "displayName": profile["displayName"],
+            "gpusPerNode": profile["gpusPerNode"],
+            "nodeLabels": dict(profile.get("nodeLabels") or {}),
+        }
     return schema
 
 
@@ -159,8 +172,13 @@ def _chart_dir(spec: ChartSpec, profile: dict[str, Any] | None) -> str:
     return f"{profile['id']}/{spec.kind}" if profile else spec.kind
 
 
-def render_chart(env: jinja2.Environment, generator_dir: Path, spec: ChartSpec, profile: dict[str, Any] | None,
-                 profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, bytes]:
+def render_chart(
+    env: jinja2.Environment,
+    generator_dir: Path,
+    spec: ChartSpec,
+    profile: dict[str, Any] | None,
+    profiles: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, bytes]:
     """Every file of one chart, keyed by its path relative to the chart folder.
 
     A per-accelerator chart sees its `profile`; an accelerator-independent one sees all `profiles`
@@ -210,8 +228,17 @@ def render_all(root: Path | None = None) -> dict[str, bytes]:
     profiles = load_profiles(root / "values" / "accelerators")
     out: dict[str, bytes] = {}
     for spec in load_chart_specs(generator_dir):
-        targets = [p for p in profiles.values() if p["cloud"] in spec.clouds and spec.kind in (p["chartKinds"] or [spec.kind])
-                   and (spec.requires is None or p.get(spec.requires))] if spec.per_accelerator else [None]
+        targets = (
+            [
+                p
+                for p in profiles.values()
+                if p["cloud"] in spec.clouds
+                and spec.kind in (p["chartKinds"] or [spec.kind])
+                and (spec.requires is None or p.get(spec.requires))
+            ]
+            if spec.per_accelerator
+            else [None]
+        )
         for profile in targets:
             for rel, data in render_chart(env, generator_dir, spec, profile, profiles).items():
                 out[f"{_chart_dir(spec, profile)}/{rel}"] = data

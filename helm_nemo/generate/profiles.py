@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -80,7 +81,13 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
     out["network"] = {**_OPTIONAL_NETWORK, **profile["network"]}
     installer = out["network"]["pluginInstaller"]
     if installer is not None:
-        out["network"]["pluginInstaller"] = {"envFromValues": [], "args": [], "env": [], "enabledByDefault": True, **installer}
+        out["network"]["pluginInstaller"] = {
+            "envFromValues": [],
+            "args": [],
+            "env": [],
+            "enabledByDefault": True,
+            **installer,
+        }
     out["workloadSecurity"] = {"privileged": "hostNetwork", "capabilities": [], **out["workloadSecurity"]}
     daemon = out["network"]["daemonSidecar"]
     if daemon is not None:

@@ -37,8 +37,12 @@ def _profile_value(profile: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path | None = None,
-           profiles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def bundle(
+    schema_file: str,
+    profile: dict[str, Any] | None,
+    schemas_dir: Path | None = None,
+    profiles: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     schemas_dir = schemas_dir or resources.schemas_dir()
     loaded: dict[str, dict[str, Any]] = {}
     collected: dict[str, Any] = {}
@@ -55,7 +59,7 @@ def bundle(schema_file: str, profile: dict[str, Any] | None, schemas_dir: Path |
         if target == schema_file:
             return "#" + pointer
         prefix = "/definitions/"
-        name = pointer[len(prefix):]
+        name = pointer[len(prefix) :]
         if not pointer.startswith(prefix) or not name or "/" in name:
             raise ValueError(f"{schema_file}: unsupported $ref {ref!r} (only <file>#/definitions/<name>)")
         if origin.setdefault(name, target) != target:

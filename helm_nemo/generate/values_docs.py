@@ -30,7 +30,10 @@ def _type_of(node: dict[str, Any]) -> str:
     if node.get("x-helm-nemo-legacy"):
         return "legacy"
     if "anyOf" in node:
-        return " \\| ".join(_type_of(n) for n in node["anyOf"] if isinstance(n, dict) and ("type" in n or "$ref" not in n)) or "any"
+        return (
+            " \\| ".join(_type_of(n) for n in node["anyOf"] if isinstance(n, dict) and ("type" in n or "$ref" not in n))
+            or "any"
+        )
     return "any"
 
 

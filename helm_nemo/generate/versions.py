@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -76,7 +77,7 @@ def split_charts(files: dict[str, bytes]) -> list[ChartContent]:
     for rel, data in files.items():
         for folder in folders:
             if rel.startswith(folder + "/"):
-                grouped[folder][rel[len(folder) + 1:]] = data
+                grouped[folder][rel[len(folder) + 1 :]] = data
                 break
     out = []
     for folder in folders:
@@ -116,7 +117,7 @@ def lock_text(lock: dict[str, dict[str, str]]) -> str:
     ordered = {name: dict(sorted(lock[name].items(), key=lambda kv: version_key(kv[0]))) for name in sorted(lock)}
     doc = {
         "about": "Chart content digests per released version, written by `helm-nemo generate`; "
-                 "never edit an entry: bump the chart's version in generator/charts.yaml instead.",
+        "never edit an entry: bump the chart's version in generator/charts.yaml instead.",
         "charts": ordered,
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
@@ -174,23 +175,28 @@ def released(name: str, version: str, entries: set[tuple[str, str]], accelerator
     return kind is not None and (kind, version) in entries
 
 
-def release_record_problems(lock: dict[str, dict[str, str]], entries: set[tuple[str, str]],
-                            accelerators: set[str]) -> list[str]:
+def release_record_problems(
+    lock: dict[str, dict[str, str]], entries: set[tuple[str, str]], accelerators: set[str]
+) -> list[str]:
     """The changelog and the lock must say the same: a locked version is announced, an announced one is locked
     (a kind's entry by at least one of its accelerator charts), or users look for a chart that was never pushed."""
     problems = []
     for name in sorted(lock):
         for version in sorted(lock[name], key=version_key):
             if not released(name, version, entries, accelerators):
-                problems.append(f"release: {name} {version} is in generator/{LOCK_NAME} but CHANGELOG.md has no "
-                                f"entry for it; add `## {chart_kind(name, accelerators) or name} {version}` to "
-                                "CHANGELOG.md saying what it changed")
+                problems.append(
+                    f"release: {name} {version} is in generator/{LOCK_NAME} but CHANGELOG.md has no "
+                    f"entry for it; add `## {chart_kind(name, accelerators) or name} {version}` to "
+                    "CHANGELOG.md saying what it changed"
+                )
     locked = {(chart_kind(name, accelerators) or name, version) for name in lock for version in lock[name]}
     locked |= {(name, version) for name in lock for version in lock[name]}
     for name, version in sorted(entries - locked):
-        problems.append(f"release: CHANGELOG.md announces {name} {version} but no chart of that version is in "
-                        f"generator/{LOCK_NAME}; set the version in generator/charts.yaml and run `helm-nemo generate` "
-                        "to release it, or remove the entry if it is not released")
+        problems.append(
+            f"release: CHANGELOG.md announces {name} {version} but no chart of that version is in "
+            f"generator/{LOCK_NAME}; set the version in generator/charts.yaml and run `helm-nemo generate` "
+            "to release it, or remove the entry if it is not released"
+        )
     return problems
 
 
@@ -201,8 +207,11 @@ def lock_problems(root: Path | None, files: dict[str, bytes]) -> list[str]:
     problems = []
     charts = split_charts(files)
     # versions about to be locked by `generate` count as locked for the changelog check
-    pending = {chart.name: {chart.version: chart.digest} for chart in charts
-               if SEMVER.match(chart.version) and released(chart.name, chart.version, entries, accelerators)}
+    pending = {
+        chart.name: {chart.version: chart.digest}
+        for chart in charts
+        if SEMVER.match(chart.version) and released(chart.name, chart.version, entries, accelerators)
+    }
     merged = {name: {**pending.get(name, {}), **lock.get(name, {})} for name in set(lock) | set(pending)}
     problems += release_record_problems(merged, entries, accelerators)
     for chart in charts:
@@ -213,8 +222,10 @@ def lock_problems(root: Path | None, files: dict[str, bytes]) -> list[str]:
         locked = lock.get(chart.name, {})
         if chart.version not in locked:
             if released(chart.name, chart.version, entries, accelerators):
-                problems.append(f"version: {chart.name} {chart.version} ({where}) has a CHANGELOG.md entry but is not in "
-                                f"generator/{LOCK_NAME}; run `helm-nemo generate` to record it")
+                problems.append(
+                    f"version: {chart.name} {chart.version} ({where}) has a CHANGELOG.md entry but is not in "
+                    f"generator/{LOCK_NAME}; run `helm-nemo generate` to record it"
+                )
         elif locked[chart.version] != chart.digest:
             use = next_patch(list(locked) + [chart.version])
             problems.append(
@@ -238,8 +249,11 @@ def record(root: Path | None = None, files: dict[str, bytes] | None = None) -> l
     entries, accelerators = changelog_entries(root), _accelerators(root)
     added = []
     for chart in charts:
-        if (SEMVER.match(chart.version) and chart.version not in lock.get(chart.name, {})
-                and released(chart.name, chart.version, entries, accelerators)):
+        if (
+            SEMVER.match(chart.version)
+            and chart.version not in lock.get(chart.name, {})
+            and released(chart.name, chart.version, entries, accelerators)
+        ):
             lock.setdefault(chart.name, {})[chart.version] = chart.digest
             added.append(f"{chart.name} {chart.version}")
     path = lock_path(root)

@@ -34,8 +34,13 @@ if TYPE_CHECKING:  # annotations only
     from helm_nemo.kube.client import KubeClient
 
 
-def connect(extra: list[str] | None = None, env: Mapping[str, str] | None = None, *, namespace: str | None = None,
-            timeout: float = 30.0) -> KubeClient:
+def connect(
+    extra: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    namespace: str | None = None,
+    timeout: float = 30.0,
+) -> KubeClient:
     """A KubeClient for the cluster helm would use with these helm flags (`extra`) and environment."""
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.kube.config import resolve

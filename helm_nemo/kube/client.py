@@ -36,8 +36,11 @@ class KubeClient:
         self.timeout = timeout
         split = urlsplit(config.server)
         if split.scheme not in ("http", "https") or not split.hostname:
-            raise KubeConfigError(f"server {config.server!r} is not an http(s) URL", source=config.source,
-                                  json_path="$.clusters[].cluster.server")
+            raise KubeConfigError(
+                f"server {config.server!r} is not an http(s) URL",
+                source=config.source,
+                json_path="$.clusters[].cluster.server",
+            )
         self.scheme = split.scheme
         self.host = split.hostname
         self.port = split.port or (443 if self.scheme == "https" else 80)
@@ -68,12 +71,15 @@ class KubeClient:
                 context.verify_mode = ssl.CERT_NONE
             elif config.ca_file or config.ca_data:
                 context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                context.load_verify_locations(cafile=config.ca_file,
-                                              cadata=config.ca_data.decode() if config.ca_data else None)
+                context.load_verify_locations(
+                    cafile=config.ca_file, cadata=config.ca_data.decode() if config.ca_data else None
+                )
         except (OSError, ssl.SSLError, ValueError) as err:
-            raise KubeConfigError(f"cannot load the cluster's CA certificate: {getattr(err, 'strerror', None) or err}",
-                                  source=config.ca_file or config.source,
-                                  json_path="$.clusters[].cluster.certificate-authority") from None
+            raise KubeConfigError(
+                f"cannot load the cluster's CA certificate: {getattr(err, 'strerror', None) or err}",
+                source=config.ca_file or config.source,
+                json_path="$.clusters[].cluster.certificate-authority",
+            ) from None
         self._exec_credentials()
         cert, key = config.cert_data, config.key_data
         if config.cert_file or cert:
@@ -88,11 +94,21 @@ class KubeClient:
             conn.close()
         proxy = _proxy_for(self.scheme, self.host)
         if self.scheme == "https":
-            conn = _HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._ssl_context(),
-                                    server_name=self.config.tls_server_name or self.host)
+            conn = _HTTPSConnection(
+                self.host,
+                self.port,
+                timeout=self.timeout,
+                context=self._ssl_context(),
+                server_name=self.config.tls_server_name or self.host,
+            )
             if proxy:
-                conn = _HTTPSConnection(proxy[0], proxy[1], timeout=self.timeout, context=self._ssl_context(),
-                                        server_name=self.config.tls_server_name or self.host)
+                conn = _HTTPSConnection(
+                    proxy[0],
+                    proxy[1],
+                    timeout=self.timeout,
+                    context=self._ssl_context(),
+                    server_name=self.config.tls_server_name or self.host,
+                )
                 conn.set_tunnel(self.host, self.port)
         else:
             conn = _HTTPConnection(*(proxy or (self.host, self.port)), timeout=self.timeout)
@@ -128,8 +144,11 @@ class KubeClient:
                 with open(config.token_file) as handle:
                     token = handle.read().strip()
             except OSError as err:
-                raise KubeConfigError(f"cannot read the token file: {err.strerror or err}", source=config.token_file,
-                                      json_path="$.users[].user.tokenFile") from None
+                raise KubeConfigError(
+                    f"cannot read the token file: {err.strerror or err}",
+                    source=config.token_file,
+                    json_path="$.users[].user.tokenFile",
+                ) from None
         if token:
             headers["Authorization"] = f"Bearer {token}"
         elif config.username is not None and config.password is not None:
@@ -142,8 +161,14 @@ class KubeClient:
         return headers
 
     # ---- requests
-    def request(self, method: str, path: str, query: dict[str, Any] | None = None,
-                body: dict[str, Any] | None = None, accept: str = "application/json") -> tuple[int, bytes, str]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+        accept: str = "application/json",
+    ) -> tuple[int, bytes, str]:
         """(status, body, content type). Raises KubeUnreachable when there is no HTTP answer."""
         url = self.base_path + path + ("?" + urlencode(query) if query else "")
         headers = self._headers()
@@ -169,15 +194,23 @@ class KubeClient:
                 conn.endheaders(payload)
                 response = conn.getresponse()
                 data = response.read()
-            except (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected,
-                    http.client.CannotSendRequest, http.client.ResponseNotReady) as err:
+            except (
+                ConnectionResetError,
+                BrokenPipeError,
+                http.client.RemoteDisconnected,
+                http.client.CannotSendRequest,
+                http.client.ResponseNotReady,
+            ) as err:
                 if attempt < 2:
                     continue  # a kept-alive connection the server closed meanwhile (every request here is read-only)
                 raise KubeUnreachable(self.config.server, _reason(err)) from None
             except ssl.SSLCertVerificationError as err:
-                raise KubeUnreachable(self.config.server, f"TLS: {err.verify_message or err.reason}",
-                                      hint="the server's certificate is not signed by the kubeconfig's "
-                                           "certificate-authority (or --kube-ca-file); check the context") from None
+                raise KubeUnreachable(
+                    self.config.server,
+                    f"TLS: {err.verify_message or err.reason}",
+                    hint="the server's certificate is not signed by the kubeconfig's "
+                    "certificate-authority (or --kube-ca-file); check the context",
+                ) from None
             except (OSError, http.client.HTTPException) as err:
                 self.close()
                 raise KubeUnreachable(self.config.server, _reason(err)) from None
@@ -188,8 +221,9 @@ class KubeClient:
             return response.status, data, response.getheader("Content-Type", "")
         raise KubeUnreachable(self.config.server, "the connection kept closing")  # pragma: no cover
 
-    def _json(self, method: str, path: str, query: dict[str, Any] | None = None,
-              body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _json(
+        self, method: str, path: str, query: dict[str, Any] | None = None, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         status, data, _ = self.request(method, path, query, body)
         if status >= 400:
             raise api_error(status, data, method, path)
@@ -211,8 +245,9 @@ class KubeClient:
                 return None
             raise
 
-    def list(self, path: str, query: dict[str, Any] | None = None,
-             limit: int = PAGE_SIZE) -> builtins.list[dict[str, Any]]:
+    def list(
+        self, path: str, query: dict[str, Any] | None = None, limit: int = PAGE_SIZE
+    ) -> builtins.list[dict[str, Any]]:
         """Every item of a collection, page by page (`limit` + `continue`). The next page is asked for (on
         another connection) while this one is parsed: its continue token sits in the list's metadata,
         which the API server writes before the items, so it is read from the head of the answer."""
@@ -247,7 +282,9 @@ class KubeClient:
             try:
                 page = json.loads(data)
             except ValueError:
-                raise KubeApiError(status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", "GET", path) from None
+                raise KubeApiError(
+                    status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", "GET", path
+                ) from None
             items.extend(page.get("items") or [])
             real = (page.get("metadata") or {}).get("continue")
             if thread is None:
@@ -416,13 +453,22 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
         hostname = None
     if not hostname:  # as Go: an invalid proxy address is an error, not a direct connection
         variable = next(n for n in names if os.environ.get(n))
-        raise KubeConfigError(f"{variable}={proxy!r} is not a proxy address (http://host[:port])",
-                              source=variable, hint=f"fix or unset {variable}")
+        raise KubeConfigError(
+            f"{variable}={proxy!r} is not a proxy address (http://host[:port])",
+            source=variable,
+            hint=f"fix or unset {variable}",
+        )
     return hostname, port
 
 
-def _load_client_cert(context: ssl.SSLContext, cert_file: str | None, cert_data: bytes | None, key_file: str | None,
-                      key_data: bytes | None, source: str) -> None:
+def _load_client_cert(
+    context: ssl.SSLContext,
+    cert_file: str | None,
+    cert_data: bytes | None,
+    key_file: str | None,
+    key_data: bytes | None,
+    source: str,
+) -> None:
     """ssl reads a certificate and key from files only: data goes through a private temporary folder
     that is removed at once."""
     import tempfile
@@ -444,8 +490,11 @@ def _load_client_cert(context: ssl.SSLContext, cert_file: str | None, cert_data:
         else:
             context.load_cert_chain(cert_file or "", key_file)
     except (OSError, ssl.SSLError, TypeError) as err:
-        raise KubeConfigError(f"cannot load the client certificate and key: {getattr(err, 'strerror', None) or err}",
-                              source=cert_file or source, json_path="$.users[].user.client-certificate") from None
+        raise KubeConfigError(
+            f"cannot load the client certificate and key: {getattr(err, 'strerror', None) or err}",
+            source=cert_file or source,
+            json_path="$.users[].user.client-certificate",
+        ) from None
 
 
 def run_exec_plugin(plugin: ExecPlugin, cluster: dict[str, Any]) -> dict[str, Any]:
@@ -455,39 +504,67 @@ def run_exec_plugin(plugin: ExecPlugin, cluster: dict[str, Any]) -> dict[str, An
 
     interactive = plugin.interactive_mode != "Never" and sys.stdin is not None and sys.stdin.isatty()
     if plugin.interactive_mode == "Always" and not interactive:
-        raise KubeConfigError(f"the credential plugin {plugin.command} needs a terminal (interactiveMode: Always)",
-                              source=plugin.source, json_path="$.users[].user.exec.interactiveMode")
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command} needs a terminal (interactiveMode: Always)",
+            source=plugin.source,
+            json_path="$.users[].user.exec.interactiveMode",
+        )
     spec: dict[str, Any] = {"interactive": interactive}
     if plugin.provide_cluster_info:
         spec["cluster"] = dict(cluster)
     info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}
     env = {**os.environ, **plugin.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
     try:
-        proc = subprocess.run([plugin.command, *plugin.args], env=env, capture_output=True, text=True,
-                              stdin=None if interactive else subprocess.DEVNULL, timeout=120, check=False)
+        proc = subprocess.run(
+            [plugin.command, *plugin.args],
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=None if interactive else subprocess.DEVNULL,
+            timeout=120,
+            check=False,
+        )
     except FileNotFoundError:
-        raise KubeConfigError(f"the credential plugin {plugin.command!r} is not installed (not on PATH)",
-                              source=plugin.source, json_path="$.users[].user.exec.command",
-                              hint=plugin.install_hint or "install it, or use a kubeconfig with a token") from None
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command!r} is not installed (not on PATH)",
+            source=plugin.source,
+            json_path="$.users[].user.exec.command",
+            hint=plugin.install_hint or "install it, or use a kubeconfig with a token",
+        ) from None
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise KubeConfigError(f"the credential plugin {plugin.command!r} failed: {err}", source=plugin.source,
-                              json_path="$.users[].user.exec") from None
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command!r} failed: {err}",
+            source=plugin.source,
+            json_path="$.users[].user.exec",
+        ) from None
     if proc.returncode != 0:
         said = " ".join(proc.stderr.strip().splitlines()[-3:]) or "no message"
-        raise KubeConfigError(f"the credential plugin {plugin.command!r} exited {proc.returncode}: {said}",
-                              source=plugin.source, json_path="$.users[].user.exec")
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command!r} exited {proc.returncode}: {said}",
+            source=plugin.source,
+            json_path="$.users[].user.exec",
+        )
     try:
         credential = json.loads(proc.stdout)
     except ValueError:
         credential = None
     if not isinstance(credential, dict) or credential.get("kind") != "ExecCredential":
-        raise KubeConfigError(f"the credential plugin {plugin.command!r} printed no ExecCredential JSON",
-                              source=plugin.source, json_path="$.users[].user.exec")
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command!r} printed no ExecCredential JSON",
+            source=plugin.source,
+            json_path="$.users[].user.exec",
+        )
     if credential.get("apiVersion") != plugin.api_version:
-        raise KubeConfigError(f"the credential plugin answered {credential.get('apiVersion')!r}, asked "
-                              f"{plugin.api_version!r}", source=plugin.source, json_path="$.users[].user.exec.apiVersion")
+        raise KubeConfigError(
+            f"the credential plugin answered {credential.get('apiVersion')!r}, asked {plugin.api_version!r}",
+            source=plugin.source,
+            json_path="$.users[].user.exec.apiVersion",
+        )
     status = credential.get("status") or {}
     if not status.get("token") and not (status.get("clientCertificateData") and status.get("clientKeyData")):
-        raise KubeConfigError(f"the credential plugin {plugin.command!r} gave neither a token nor a client "
-                              "certificate and key", source=plugin.source, json_path="$.users[].user.exec")
+        raise KubeConfigError(
+            f"the credential plugin {plugin.command!r} gave neither a token nor a client certificate and key",
+            source=plugin.source,
+            json_path="$.users[].user.exec",
+        )
     return status

@@ -124,15 +124,19 @@ def _load_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except OSError as err:
-        raise KubeConfigError(f"cannot read the kubeconfig: {err.strerror or err}", source=str(path),
-                              hint="set KUBECONFIG or --kubeconfig to a readable file") from None
+        raise KubeConfigError(
+            f"cannot read the kubeconfig: {err.strerror or err}",
+            source=str(path),
+            hint="set KUBECONFIG or --kubeconfig to a readable file",
+        ) from None
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise KubeConfigError(f"not a YAML kubeconfig{where}: {getattr(err, 'problem', None) or err}",
-                              source=str(path)) from None
+        raise KubeConfigError(
+            f"not a YAML kubeconfig{where}: {getattr(err, 'problem', None) or err}", source=str(path)
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -162,8 +166,9 @@ def load_merged(paths: list[Path], explicit: bool) -> tuple[dict[str, Any], dict
     for path in paths:
         if not path.exists():
             if explicit and len(paths) == 1:
-                raise KubeConfigError("the kubeconfig file does not exist", source=str(path),
-                                      hint="check --kubeconfig / KUBECONFIG")
+                raise KubeConfigError(
+                    "the kubeconfig file does not exist", source=str(path), hint="check --kubeconfig / KUBECONFIG"
+                )
             continue
         found += 1
         data = _load_file(path)
@@ -173,9 +178,12 @@ def load_merged(paths: list[Path], explicit: bool) -> tuple[dict[str, Any], dict
         current = current or data.get("current-context") or None
     if not found:
         names = os.pathsep.join(str(p) for p in paths)
-        raise KubeConfigError("no kubeconfig found", source=names,
-                              hint="set KUBECONFIG (or --kubeconfig, or --kube-apiserver with --kube-token); "
-                                   "gcloud container clusters get-credentials / aws eks update-kubeconfig write one")
+        raise KubeConfigError(
+            "no kubeconfig found",
+            source=names,
+            hint="set KUBECONFIG (or --kubeconfig, or --kube-apiserver with --kube-token); "
+            "gcloud container clusters get-credentials / aws eks update-kubeconfig write one",
+        )
     return clusters, users, contexts, current
 
 
@@ -221,33 +229,49 @@ def resolve(extra: list[str], env: Mapping[str, str] | None = None, *, namespace
         if context_name not in contexts:
             if not server_override or given.get("HELM_KUBECONTEXT"):
                 known = ", ".join(sorted(contexts)) or "none"
-                raise KubeConfigError(f"context {context_name!r} not found (contexts: {known})", source=source,
-                                      json_path="$.contexts", hint="kubectl config get-contexts; --kube-context NAME")
+                raise KubeConfigError(
+                    f"context {context_name!r} not found (contexts: {known})",
+                    source=source,
+                    json_path="$.contexts",
+                    hint="kubectl config get-contexts; --kube-context NAME",
+                )
         else:
             context, context_file, index = contexts[context_name]
             if not isinstance(context, dict):
-                raise KubeConfigError("a context is a mapping", source=str(context_file),
-                                      json_path=f"$.contexts[{index}]")
+                raise KubeConfigError(
+                    "a context is a mapping", source=str(context_file), json_path=f"$.contexts[{index}]"
+                )
             cluster_name, user_name = context.get("cluster"), context.get("user")
             if cluster_name:
                 if cluster_name not in clusters:
-                    raise KubeConfigError(f"context {context_name!r} names cluster {cluster_name!r}, which no "
-                                          "kubeconfig defines", source=str(context_file),
-                                          json_path=f"$.contexts[{index}].context.cluster")
+                    raise KubeConfigError(
+                        f"context {context_name!r} names cluster {cluster_name!r}, which no kubeconfig defines",
+                        source=str(context_file),
+                        json_path=f"$.contexts[{index}].context.cluster",
+                    )
                 cluster, cluster_file, _ = clusters[cluster_name]
             if user_name:
                 if user_name not in users:
-                    raise KubeConfigError(f"context {context_name!r} names user {user_name!r}, which no "
-                                          "kubeconfig defines", source=str(context_file),
-                                          json_path=f"$.contexts[{index}].context.user")
+                    raise KubeConfigError(
+                        f"context {context_name!r} names user {user_name!r}, which no kubeconfig defines",
+                        source=str(context_file),
+                        json_path=f"$.contexts[{index}].context.user",
+                    )
                 user, user_file, _ = users[user_name]
     elif not server_override:
-        raise KubeConfigError("the kubeconfig has no current-context and none was chosen", source=source,
-                              hint="--kube-context NAME (kubectl config get-contexts), or kubectl config use-context")
+        raise KubeConfigError(
+            "the kubeconfig has no current-context and none was chosen",
+            source=source,
+            hint="--kube-context NAME (kubectl config get-contexts), or kubectl config use-context",
+        )
     server = server_override or cluster.get("server")
     if not server:
-        raise KubeConfigError(f"context {context_name!r} has no cluster server", source=str(cluster_file),
-                              json_path="$.clusters", hint="--kube-apiserver https://HOST:PORT")
+        raise KubeConfigError(
+            f"context {context_name!r} has no cluster server",
+            source=str(cluster_file),
+            json_path="$.clusters",
+            hint="--kube-apiserver https://HOST:PORT",
+        )
     if "://" not in server:
         server = "https://" + server
     config = ClusterConfig(server=server.rstrip("/"), context=context_name, source=source)
@@ -257,14 +281,24 @@ def resolve(extra: list[str], env: Mapping[str, str] | None = None, *, namespace
     config.insecure = bool(cluster.get("insecure-skip-tls-verify"))
     config.tls_server_name = cluster.get("tls-server-name") or None
     # ExecCredential spec.cluster (provideClusterInfo): the cluster as the plugin sees it
-    config.cluster_info = {"server": config.server, "insecureSkipTLSVerify": config.insecure,
-                           **({"certificateAuthorityData": cluster["certificate-authority-data"]}
-                              if cluster.get("certificate-authority-data") else {}),
-                           **({"tlsServerName": config.tls_server_name} if config.tls_server_name else {}),
-                           **({"config": cluster["extensions"][0].get("extension")}
-                              if isinstance(cluster.get("extensions"), list) and cluster["extensions"]
-                              and isinstance(cluster["extensions"][0], dict)
-                              and cluster["extensions"][0].get("name") == "client.authentication.k8s.io/exec" else {})}
+    config.cluster_info = {
+        "server": config.server,
+        "insecureSkipTLSVerify": config.insecure,
+        **(
+            {"certificateAuthorityData": cluster["certificate-authority-data"]}
+            if cluster.get("certificate-authority-data")
+            else {}
+        ),
+        **({"tlsServerName": config.tls_server_name} if config.tls_server_name else {}),
+        **(
+            {"config": cluster["extensions"][0].get("extension")}
+            if isinstance(cluster.get("extensions"), list)
+            and cluster["extensions"]
+            and isinstance(cluster["extensions"][0], dict)
+            and cluster["extensions"][0].get("name") == "client.authentication.k8s.io/exec"
+            else {}
+        ),
+    }
     where = "$.users[].user"
     config.cert_data = _data(user, "client-certificate-data", user_file, where)
     config.cert_file = _resolve_path(user.get("client-certificate"), user_file)
@@ -278,10 +312,13 @@ def resolve(extra: list[str], env: Mapping[str, str] | None = None, *, namespace
     if user.get("auth-provider"):
         name = (user["auth-provider"] or {}).get("name", "?")
         if not (config.token or user.get("exec")):
-            raise KubeConfigError(f"the {name!r} auth-provider is no longer supported by Kubernetes clients",
-                                  source=str(user_file), json_path="$.users[].user.auth-provider",
-                                  hint="use the exec credential plugin (gke-gcloud-auth-plugin, aws eks get-token, "
-                                       "kubelogin) as kubectl does since 1.26")
+            raise KubeConfigError(
+                f"the {name!r} auth-provider is no longer supported by Kubernetes clients",
+                source=str(user_file),
+                json_path="$.users[].user.auth-provider",
+                hint="use the exec credential plugin (gke-gcloud-auth-plugin, aws eks get-token, "
+                "kubelogin) as kubectl does since 1.26",
+            )
     if user.get("exec"):
         config.exec_plugin = _exec_plugin(user["exec"], user_file)
     # helm's overrides
@@ -310,9 +347,12 @@ def _exec_plugin(spec: object, path: Path) -> ExecPlugin:
         raise KubeConfigError("exec needs a command", source=str(path), json_path=where)
     api_version = spec.get("apiVersion") or ""
     if api_version not in ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"):
-        raise KubeConfigError(f"exec apiVersion {api_version!r} is not supported", source=str(path),
-                              json_path=f"{where}.apiVersion",
-                              hint="client.authentication.k8s.io/v1 or v1beta1 (v1alpha1 was removed in Kubernetes 1.24)")
+        raise KubeConfigError(
+            f"exec apiVersion {api_version!r} is not supported",
+            source=str(path),
+            json_path=f"{where}.apiVersion",
+            hint="client.authentication.k8s.io/v1 or v1beta1 (v1alpha1 was removed in Kubernetes 1.24)",
+        )
     command = str(spec["command"])
     if os.sep in command and not os.path.isabs(command):
         command = str(path.parent / command)  # relative to the kubeconfig, as client-go does
@@ -320,7 +360,13 @@ def _exec_plugin(spec: object, path: Path) -> ExecPlugin:
     for item in spec.get("env") or []:
         if isinstance(item, dict) and "name" in item:
             env[str(item["name"])] = str(item.get("value", ""))
-    return ExecPlugin(command=command, args=[str(a) for a in spec.get("args") or []], env=env,
-                      api_version=api_version, install_hint=spec.get("installHint"),
-                      provide_cluster_info=bool(spec.get("provideClusterInfo")),
-                      interactive_mode=spec.get("interactiveMode") or "IfAvailable", source=str(path))
+    return ExecPlugin(
+        command=command,
+        args=[str(a) for a in spec.get("args") or []],
+        env=env,
+        api_version=api_version,
+        install_hint=spec.get("installHint"),
+        provide_cluster_info=bool(spec.get("provideClusterInfo")),
+        interactive_mode=spec.get("interactiveMode") or "IfAvailable",
+        source=str(path),
+    )

@@ -30,8 +30,10 @@ class KubeConfigError(UserError, KubeError):
     def __init__(self, message: str, *, source: str | None = None, json_path: str = "$", hint: str | None = None):
         self.message = message
         self.hint = hint
-        super().__init__(Problem(source or "<kubeconfig>", None, None, json_path, message, None, hint),
-                         title="helm nemo: cannot connect to the cluster (kubeconfig):")
+        super().__init__(
+            Problem(source or "<kubeconfig>", None, None, json_path, message, None, hint),
+            title="helm nemo: cannot connect to the cluster (kubeconfig):",
+        )
 
     def format(self, max_lines: int = 40) -> str:  # UserError's layout
         return UserError.format(self, max_lines)
@@ -42,8 +44,10 @@ class KubeUnreachable(KubeError):
 
     def __init__(self, server: str, reason: str, hint: str | None = None):
         self.server, self.reason = server, reason
-        self.hint = hint or ("check the kubeconfig's server and credentials (kubectl cluster-info), or choose "
-                             "another context with --kube-context")
+        self.hint = hint or (
+            "check the kubeconfig's server and credentials (kubectl cluster-info), or choose "
+            "another context with --kube-context"
+        )
         super().__init__(f"cannot reach the Kubernetes API at {server}: {reason}")
 
 
@@ -52,9 +56,11 @@ class KubeApiError(KubeError):
 
     def __init__(self, code: int, reason: str, message: str, method: str = "GET", path: str = ""):
         self.code, self.reason, self.message, self.method, self.path = code, reason, message, method, path
-        self.hint = {401: "the credentials were refused: log in again (gcloud container clusters get-credentials, "
-                          "aws eks update-kubeconfig) or check the token",
-                     403: "your identity may not do this: ask for the RBAC permission"}.get(code)
+        self.hint = {
+            401: "the credentials were refused: log in again (gcloud container clusters get-credentials, "
+            "aws eks update-kubeconfig) or check the token",
+            403: "your identity may not do this: ask for the RBAC permission",
+        }.get(code)
         super().__init__(f"{method} {path}: {code} {reason}: {message}")
 
     @property

@@ -54,8 +54,9 @@ class Architecture:
         dense_mlp = 2 * mats * h * self.ffn
         if self.experts:
             moe_mlp = 2 * mats * h * (self.top_k * (self.moe_ffn or self.ffn) + self.shared_ffn)
-            per_token = (self.dense_layers * (attention + dense_mlp)
-                         + (self.layers - self.dense_layers) * (attention + moe_mlp))
+            per_token = self.dense_layers * (attention + dense_mlp) + (self.layers - self.dense_layers) * (
+                attention + moe_mlp
+            )
         else:
             per_token = self.layers * (attention + dense_mlp)
         per_token += 2 * h * self.vocab
@@ -73,44 +74,90 @@ class KnownModel:
     aliases: tuple[str, ...] = field(default_factory=tuple)
 
 
-_LLAMA3_8B = Architecture(layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256, seq_len=8192, gated=True)
-_LLAMA3_70B = Architecture(layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8, vocab=128256, seq_len=8192, gated=True)
+_LLAMA3_8B = Architecture(
+    layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256, seq_len=8192, gated=True
+)
+_LLAMA3_70B = Architecture(
+    layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8, vocab=128256, seq_len=8192, gated=True
+)
 _HF = "https://huggingface.co/"
 
 KNOWN_MODELS: tuple[KnownModel, ...] = (
-    KnownModel("gpt3-5b", Architecture(24, 4096, 16384, 32, 51200, 2048), 6.69e13,
-               "NeMo gpt3 5b config; vocabulary 51200 as NeMo's FLOPs formulas"),
-    KnownModel("gpt3-175b", Architecture(96, 12288, 49152, 96, 51200, 2048), 2.2e15,
-               "GPT-3 paper (arXiv:2005.14165) table 2.1; vocabulary 51200 as NeMo's FLOPs formulas"),
-    KnownModel("llama2-7b", Architecture(32, 4096, 11008, 32, 32000, 4096, gated=True), 1.89e14,
-               _HF + "meta-llama/Llama-2-7b-hf/blob/main/config.json"),
-    KnownModel("llama2-13b", Architecture(40, 5120, 13824, 40, 32000, 4096, gated=True), None,
-               _HF + "meta-llama/Llama-2-13b-hf/blob/main/config.json"),
-    KnownModel("llama2-70b", Architecture(80, 8192, 28672, 64, 32000, 4096, kv_heads=8, gated=True), 1.82e15,
-               _HF + "meta-llama/Llama-2-70b-hf/blob/main/config.json"),
+    KnownModel(
+        "gpt3-5b",
+        Architecture(24, 4096, 16384, 32, 51200, 2048),
+        6.69e13,
+        "NeMo gpt3 5b config; vocabulary 51200 as NeMo's FLOPs formulas",
+    ),
+    KnownModel(
+        "gpt3-175b",
+        Architecture(96, 12288, 49152, 96, 51200, 2048),
+        2.2e15,
+        "GPT-3 paper (arXiv:2005.14165) table 2.1; vocabulary 51200 as NeMo's FLOPs formulas",
+    ),
+    KnownModel(
+        "llama2-7b",
+        Architecture(32, 4096, 11008, 32, 32000, 4096, gated=True),
+        1.89e14,
+        _HF + "meta-llama/Llama-2-7b-hf/blob/main/config.json",
+    ),
+    KnownModel(
+        "llama2-13b",
+        Architecture(40, 5120, 13824, 40, 32000, 4096, gated=True),
+        None,
+        _HF + "meta-llama/Llama-2-13b-hf/blob/main/config.json",
+    ),
+    KnownModel(
+        "llama2-70b",
+        Architecture(80, 8192, 28672, 64, 32000, 4096, kv_heads=8, gated=True),
+        1.82e15,
+        _HF + "meta-llama/Llama-2-70b-hf/blob/main/config.json",
+    ),
     KnownModel("llama3-8b", _LLAMA3_8B, None, _HF + "meta-llama/Meta-Llama-3-8B/blob/main/config.json"),
     KnownModel("llama3-70b", _LLAMA3_70B, 3.94e15, _HF + "meta-llama/Meta-Llama-3-70B/blob/main/config.json"),
     KnownModel("llama3.1-8b", _LLAMA3_8B, 4.74e14, _HF + "meta-llama/Llama-3.1-8B/blob/main/config.json"),
     KnownModel("llama3.1-70b", _LLAMA3_70B, 3.9129e15, _HF + "meta-llama/Llama-3.1-70B/blob/main/config.json"),
-    KnownModel("llama3.1-405b",
-               Architecture(126, 16384, 53248, 128, 128256, 8192, kv_heads=8, gated=True), 2.16533e16,
-               _HF + "meta-llama/Llama-3.1-405B/blob/main/config.json"),
-    KnownModel("mixtral-8x7b",
-               Architecture(32, 4096, 14336, 32, 32000, 4096, kv_heads=8, gated=True, experts=8, top_k=2), 3.4e14,
-               _HF + "mistralai/Mixtral-8x7B-v0.1/blob/main/config.json", aliases=("mixtral-7b",)),
-    KnownModel("mixtral-8x22b",
-               Architecture(56, 6144, 16384, 48, 32768, 4096, kv_heads=8, gated=True, experts=8, top_k=2), None,
-               _HF + "mistralai/Mixtral-8x22B-v0.1/blob/main/config.json"),
-    KnownModel("nemotron4-340b", Architecture(96, 18432, 73728, 96, 256000, 4096, kv_heads=8), None,
-               _HF + "nvidia/Nemotron-4-340B-Base (squared-ReLU MLP: two matrices)"),
-    KnownModel("qwen3-30b-a3b",
-               Architecture(48, 2048, 0, 32, 151936, 4096, kv_heads=4, head_dim=128, gated=True, experts=128, top_k=8,
-                            moe_ffn=768), None,
-               _HF + "Qwen/Qwen3-30B-A3B/blob/main/config.json"),
-    KnownModel("qwen3-235b-a22b",
-               Architecture(94, 4096, 0, 64, 151936, 4096, kv_heads=4, head_dim=128, gated=True, experts=128, top_k=8,
-                            moe_ffn=1536), None,
-               _HF + "Qwen/Qwen3-235B-A22B/blob/main/config.json"),
+    KnownModel(
+        "llama3.1-405b",
+        Architecture(126, 16384, 53248, 128, 128256, 8192, kv_heads=8, gated=True),
+        2.16533e16,
+        _HF + "meta-llama/Llama-3.1-405B/blob/main/config.json",
+    ),
+    KnownModel(
+        "mixtral-8x7b",
+        Architecture(32, 4096, 14336, 32, 32000, 4096, kv_heads=8, gated=True, experts=8, top_k=2),
+        3.4e14,
+        _HF + "mistralai/Mixtral-8x7B-v0.1/blob/main/config.json",
+        aliases=("mixtral-7b",),
+    ),
+    KnownModel(
+        "mixtral-8x22b",
+        Architecture(56, 6144, 16384, 48, 32768, 4096, kv_heads=8, gated=True, experts=8, top_k=2),
+        None,
+        _HF + "mistralai/Mixtral-8x22B-v0.1/blob/main/config.json",
+    ),
+    KnownModel(
+        "nemotron4-340b",
+        Architecture(96, 18432, 73728, 96, 256000, 4096, kv_heads=8),
+        None,
+        _HF + "nvidia/Nemotron-4-340B-Base (squared-ReLU MLP: two matrices)",
+    ),
+    KnownModel(
+        "qwen3-30b-a3b",
+        Architecture(
+            48, 2048, 0, 32, 151936, 4096, kv_heads=4, head_dim=128, gated=True, experts=128, top_k=8, moe_ffn=768
+        ),
+        None,
+        _HF + "Qwen/Qwen3-30B-A3B/blob/main/config.json",
+    ),
+    KnownModel(
+        "qwen3-235b-a22b",
+        Architecture(
+            94, 4096, 0, 64, 151936, 4096, kv_heads=4, head_dim=128, gated=True, experts=128, top_k=8, moe_ffn=1536
+        ),
+        None,
+        _HF + "Qwen/Qwen3-235B-A22B/blob/main/config.json",
+    ),
 )
 
 # Models gpu-recipes trains whose attention the formula does not describe (multi-head latent attention,

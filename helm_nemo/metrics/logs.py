@@ -30,6 +30,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from collections.abc import Iterable, Iterator
@@ -106,10 +107,16 @@ def read_log(path: str | Path) -> StepLog:
     try:
         handle = open(path, encoding="utf-8", errors="replace", newline="")
     except FileNotFoundError:
-        raise _problem(name, None, "log file not found", hint="give the path of dllogger.json or of the rank-0 log") from None
+        raise _problem(
+            name, None, "log file not found", hint="give the path of dllogger.json or of the rank-0 log"
+        ) from None
     except IsADirectoryError:
-        raise _problem(name, None, "the log path is a directory",
-                       hint="point --file at dllogger.json (e.g. <log dir>/dllogger/rank-0/dllogger.json)") from None
+        raise _problem(
+            name,
+            None,
+            "the log path is a directory",
+            hint="point --file at dllogger.json (e.g. <log dir>/dllogger/rank-0/dllogger.json)",
+        ) from None
     except OSError as err:
         raise _problem(name, None, f"cannot read the log: {err.strerror or err}") from None
     with handle:
@@ -144,8 +151,12 @@ def _read_dllogger(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
             raise _problem(name, pending[0], f"not valid JSON after `DLLL`: {pending[1]}")
         found = _DLLL.match(text.lstrip("\ufeff"))
         if not found:
-            raise _problem(name, number, "not a dllogger line (every line of dllogger.json is `DLLL {json}`)",
-                           hint="a plain training log is read too, but not mixed with DLLL lines")
+            raise _problem(
+                name,
+                number,
+                "not a dllogger line (every line of dllogger.json is `DLLL {json}`)",
+                hint="a plain training log is read too, but not mixed with DLLL lines",
+            )
         try:
             entry = json.loads(found.group(1))
         except json.JSONDecodeError as err:
@@ -153,12 +164,19 @@ def _read_dllogger(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
             continue
         _dllogger_entry(name, number, entry, log)
     if pending is not None:
-        raise _problem(name, pending[0], "the last line is cut short (incomplete JSON): the file is truncated "
-                       "or the job is still writing it", hint="copy the file again after the job ends, or "
-                       "delete the incomplete last line")
+        raise _problem(
+            name,
+            pending[0],
+            "the last line is cut short (incomplete JSON): the file is truncated or the job is still writing it",
+            hint="copy the file again after the job ends, or delete the incomplete last line",
+        )
     if not log.timings:
-        raise _problem(name, None, f"no dllogger entry has `{TIMING_KEY}`",
-                       hint="NeMo writes it with exp_manager.log_step_timing: true")
+        raise _problem(
+            name,
+            None,
+            f"no dllogger entry has `{TIMING_KEY}`",
+            hint="NeMo writes it with exp_manager.log_step_timing: true",
+        )
     return log
 
 
@@ -190,8 +208,12 @@ def _read_text(name: str, first: Line, rest: Iterator[Line]) -> StepLog:
             matched |= _text_line(part, number, found)
         last = (number, ended, matched)
     if last and last[2] and not last[1]:
-        raise _problem(name, last[0], "the last line is cut short (no line end): the log is truncated or still being "
-                       "written", hint="copy the log again after the job ends, or delete the incomplete last line")
+        raise _problem(
+            name,
+            last[0],
+            "the last line is cut short (no line end): the log is truncated or still being written",
+            hint="copy the log again after the job ends, or delete the incomplete last line",
+        )
     for fmt in TEXT_FORMATS:
         if found[fmt]:
             return StepLog(name, fmt, found[fmt])
@@ -214,8 +236,9 @@ def _text_line(text: str, number: int, found: dict[str, list[StepTiming]]) -> bo
                 step = _number(fields.get("global_step", match.group(1)))
                 step = int(step) if isinstance(step, float) and step.is_integer() else int(match.group(1))
                 # NeMo 2 prints `iteration i/max_steps-1`
-                found["nemo2"].append(StepTiming(step, _number(fields[TIMING_KEY]), number,
-                                                 total=int(match.group(2)) + 1))
+                found["nemo2"].append(
+                    StepTiming(step, _number(fields[TIMING_KEY]), number, total=int(match.group(2)) + 1)
+                )
                 return True
     if "train_step_timing in s=" in text:
         match = _NEMO1.search(text)
@@ -228,8 +251,9 @@ def _text_line(text: str, number: int, found: dict[str, list[StepTiming]]) -> bo
     if "elapsed time per iteration" in text:
         match = _MEGATRON.search(text)
         if match:
-            found["megatron"].append(StepTiming(int(match.group(1)) - 1, _number(match.group(3)), number, 1000.0,
-                                                total=int(match.group(2))))
+            found["megatron"].append(
+                StepTiming(int(match.group(1)) - 1, _number(match.group(3)), number, 1000.0, total=int(match.group(2)))
+            )
             return True
     if "Step Time :" in text:
         match = _STEP_TIME.search(text)
@@ -246,14 +270,25 @@ def select_steps(log: StepLog, start: int, end: int) -> list[StepTiming]:
     chosen = [t for t in log.timings if start <= t.step <= end]
     if not chosen:
         steps = sorted({t.step for t in log.timings})
-        raise _problem(log.path, None, f"no steps in {start}–{end}: the log has steps {steps[0]}–{steps[-1]} "
-                       f"({len(log.timings)} timed)",
-                       hint="choose a range with --start-step/--end-step (steps count from 0)")
+        raise _problem(
+            log.path,
+            None,
+            f"no steps in {start}–{end}: the log has steps {steps[0]}–{steps[-1]} ({len(log.timings)} timed)",
+            hint="choose a range with --start-step/--end-step (steps count from 0)",
+        )
     bad = [t for t in chosen if t.value() is None]
     if bad:
-        problems = [Problem(log.path, t.line, None, "$", f"step {t.step}: step time {_shown(t.seconds)} is not a "
-                            "positive number", hint="a NaN or missing time makes the average meaningless; choose "
-                            "another step range") for t in bad]
+        problems = [
+            Problem(
+                log.path,
+                t.line,
+                None,
+                "$",
+                f"step {t.step}: step time {_shown(t.seconds)} is not a positive number",
+                hint="a NaN or missing time makes the average meaningless; choose another step range",
+            )
+            for t in bad
+        ]
         raise UserError(problems)
     return chosen
 
@@ -285,12 +320,17 @@ def scan_lines(name: str, lines: Iterable[tuple[int, str]]) -> StepLog | None:
             at = part.find("DLLL ")
             if at >= 0:
                 try:
-                    entry = json.loads(part[at + 5:])
+                    entry = json.loads(part[at + 5 :])
                 except ValueError:
                     continue
                 step = entry.get("step") if isinstance(entry, dict) else None
                 data = entry.get("data") if isinstance(entry, dict) else None
-                if isinstance(step, int) and not isinstance(step, bool) and isinstance(data, dict) and TIMING_KEY in data:
+                if (
+                    isinstance(step, int)
+                    and not isinstance(step, bool)
+                    and isinstance(data, dict)
+                    and TIMING_KEY in data
+                ):
                     found["dllogger"].append(StepTiming(step, data[TIMING_KEY], number))
                 continue
             _text_line(part, number, found)

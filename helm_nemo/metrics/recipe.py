@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,8 +77,15 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     loaded = load_values(path)
     env = os.environ if env is None else env
     name, prefix, values, origin = _training_release(loaded, release)
-    wanted = [("accelerator",), ("release",), ("files",), ("workload", "gpus"), ("workload", "envs"),
-              ("workload", "arguments"), ("workload", "defaultArguments")] + [(key,) for key in CONFIG_KEYS]
+    wanted = [
+        ("accelerator",),
+        ("release",),
+        ("files",),
+        ("workload", "gpus"),
+        ("workload", "envs"),
+        ("workload", "arguments"),
+        ("workload", "defaultArguments"),
+    ] + [(key,) for key in CONFIG_KEYS]
     skeleton = _pruned(loaded.data, [prefix + w for w in wanted] + list(origin.values()))
     view = LoadedValues(loaded.path, skeleton, loaded.positions, loaded.key_positions, loaded.plain_scalars)
     data = substitute(view, env, keep=runtime_names(loaded.data)).data
@@ -109,7 +117,9 @@ def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, 
     return out
 
 
-def _training_release(loaded: LoadedValues, release: str | None) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+def _training_release(
+    loaded: LoadedValues, release: str | None
+) -> tuple[str | None, tuple[Any, ...], dict[str, Any], dict[str, Any]]:
     """(release name, where its values are, the values, where release-level keys are) of the release that
     trains (has workload.gpus)."""
     data = loaded.data
@@ -129,16 +139,34 @@ def _training_release(loaded: LoadedValues, release: str | None) -> tuple[str | 
         chosen = [c for c in candidates if c[0] == release]
         if not chosen:
             names = ", ".join(str(c[0]) for c in candidates) or "none"
-            raise UserError(Problem(str(loaded.path), None, None, "$.releases",
-                                    f"no training release {release!r} (releases with workload.gpus: {names})"))
+            raise UserError(
+                Problem(
+                    str(loaded.path),
+                    None,
+                    None,
+                    "$.releases",
+                    f"no training release {release!r} (releases with workload.gpus: {names})",
+                )
+            )
         return chosen[0]
     if not candidates:
-        raise UserError(Problem(str(loaded.path), None, None, "$.releases",
-                                "no release of this recipe trains (none has workload.gpus)"))
+        raise UserError(
+            Problem(
+                str(loaded.path), None, None, "$.releases", "no release of this recipe trains (none has workload.gpus)"
+            )
+        )
     if len(candidates) > 1:
         names = ", ".join(str(c[0]) for c in candidates)
-        raise UserError(Problem(str(loaded.path), None, None, "$.releases",
-                                f"{len(candidates)} releases train ({names}); which one?", hint="pass --release NAME"))
+        raise UserError(
+            Problem(
+                str(loaded.path),
+                None,
+                None,
+                "$.releases",
+                f"{len(candidates)} releases train ({names}); which one?",
+                hint="pass --release NAME",
+            )
+        )
     return candidates[0]
 
 
@@ -168,8 +196,9 @@ def _pruned(data: Any, paths: list[tuple[Any, ...]]) -> Any:
     return out
 
 
-def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...],
-            out: RecipeInputs) -> tuple[dict[str, Any] | None, tuple[str, int | None, str]]:
+def _config(
+    loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...], out: RecipeInputs
+) -> tuple[dict[str, Any] | None, tuple[str, int | None, str]]:
     """The model config the release carries (a file under `files:`, or inline), parsed, and where it is
     (file, line, path prefix) for the Found values read from it."""
     import yaml
@@ -186,9 +215,15 @@ def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...
             try:
                 text = target.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as err:
-                out.problems.append(Problem(str(loaded.path), line, None, json_path(prefix + ("files", key)),
-                                            f"cannot read the model config {refs[key]!r}: "
-                                            f"{getattr(err, 'strerror', None) or err}"))
+                out.problems.append(
+                    Problem(
+                        str(loaded.path),
+                        line,
+                        None,
+                        json_path(prefix + ("files", key)),
+                        f"cannot read the model config {refs[key]!r}: {getattr(err, 'strerror', None) or err}",
+                    )
+                )
                 continue
             where = (str(target), None, "")
         elif isinstance(values.get(key), str):
@@ -200,16 +235,20 @@ def _config(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...
         try:
             config = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            out.problems.append(Problem(where[0], where[1], None, where[2] or "$",
-                                        f"the model config is not YAML: {err}".replace("\n", " ")))
+            out.problems.append(
+                Problem(
+                    where[0], where[1], None, where[2] or "$", f"the model config is not YAML: {err}".replace("\n", " ")
+                )
+            )
             continue
         if isinstance(config, dict):
             return config, where
     return None, ("", None, "")
 
 
-def _arguments(workload: dict[str, Any],
-               at: Callable[[tuple[Any, ...]], tuple[str, int | None, str]]) -> tuple[dict[str, Found], dict[str, Found]]:
+def _arguments(
+    workload: dict[str, Any], at: Callable[[tuple[Any, ...]], tuple[str, int | None, str]]
+) -> tuple[dict[str, Found], dict[str, Found]]:
     """Hydra overrides (`key=value`, `{name, value}`) and launcher flags (`--name=value`, `--name value`)."""
     overrides: dict[str, Found] = {}
     flags: dict[str, Found] = {}
@@ -229,7 +268,11 @@ def _arguments(workload: dict[str, Any],
                 name, sep, value = item.lstrip("-").partition("=")
                 if not sep:
                     following = items[index + 1] if index + 1 < len(items) else None
-                    value = following if isinstance(following, (str, int, float)) and not str(following).startswith("-") else True
+                    value = (
+                        following
+                        if isinstance(following, (str, int, float)) and not str(following).startswith("-")
+                        else True
+                    )
                 flags[name.replace("-", "_")] = Found(value, *origin)
             elif "=" in item:
                 key, _, value = item.partition("=")
@@ -265,8 +308,12 @@ def _resolve(config: dict[str, Any] | None, dotted: str, value: Any, depth: int 
     return _resolve(config, target, value_at(config, target.split(".")), depth + 1)
 
 
-def _first(config: dict[str, Any] | None, config_origin: tuple[str, int | None, str], overrides: dict[str, Found],
-           keys: tuple[str, ...]) -> Found | None:
+def _first(
+    config: dict[str, Any] | None,
+    config_origin: tuple[str, int | None, str],
+    overrides: dict[str, Found],
+    keys: tuple[str, ...],
+) -> Found | None:
     for key in keys:
         if key in overrides:
             return overrides[key]
@@ -291,13 +338,30 @@ def _integer(found: Found | None) -> Found | None:
     return replace(found, value=value) if isinstance(value, int) and value > 0 else None
 
 
-def _from_config(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], out: RecipeInputs) -> None:
-    batch = _integer(_first(config, origin, overrides,
-                            ("model.global_batch_size", "train.global_batch_size", "data.global_batch_size")))
+def _from_config(
+    config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], out: RecipeInputs
+) -> None:
+    batch = _integer(
+        _first(
+            config, origin, overrides, ("model.global_batch_size", "train.global_batch_size", "data.global_batch_size")
+        )
+    )
     if batch:
         out.batch_size = batch
-    seq = _integer(_first(config, origin, overrides, ("model.encoder_seq_length", "model.seq_length",
-                                                      "data.seq_length", "dataset.seq_length", "model.data.seq_length")))
+    seq = _integer(
+        _first(
+            config,
+            origin,
+            overrides,
+            (
+                "model.encoder_seq_length",
+                "model.seq_length",
+                "data.seq_length",
+                "dataset.seq_length",
+                "model.data.seq_length",
+            ),
+        )
+    )
     if seq:
         out.seq_len = seq
     steps = _integer(_first(config, origin, overrides, ("trainer.max_steps", "train.train_iters")))
@@ -314,7 +378,9 @@ def _from_config(config: dict[str, Any] | None, origin: tuple[Any, ...], overrid
         out.architecture = arch
 
 
-def _architecture(config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], seq: Found | None) -> Found | None:
+def _architecture(
+    config: dict[str, Any] | None, origin: tuple[Any, ...], overrides: dict[str, Found], seq: Found | None
+) -> Found | None:
     def get(key: str) -> Any:
         found = _first(config, origin, overrides, (f"model.{key}",))
         return None if found is None else found.value
@@ -326,8 +392,12 @@ def _architecture(config: dict[str, Any] | None, origin: tuple[Any, ...], overri
     head_dim = get("kv_channels")
     experts = get("num_moe_experts") or get("num_experts") or 0
     arch = Architecture(
-        layers=layers, hidden=hidden, ffn=get("ffn_hidden_size") or 4 * hidden, heads=heads,
-        vocab=_vocab(config, get) or 0, seq_len=seq.value,
+        layers=layers,
+        hidden=hidden,
+        ffn=get("ffn_hidden_size") or 4 * hidden,
+        heads=heads,
+        vocab=_vocab(config, get) or 0,
+        seq_len=seq.value,
         kv_heads=kv if isinstance(kv, int) and kv != heads else None,
         head_dim=head_dim if isinstance(head_dim, int) and head_dim * heads != hidden else None,
         gated=str(get("activation") or "").lower() in _GATED or bool(get("gated_linear_unit")),

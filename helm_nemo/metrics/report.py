@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
         peak_source: str
         seq_len: int | None
 
+
 from helm_nemo.user_errors import Problem, UserError
 from helm_nemo.metrics import flops as flops_model
 from helm_nemo.metrics.logs import StepLog, average_seconds, read_log, select_steps
@@ -126,8 +127,11 @@ class Report:
             lines.append(f"{label:<12} {text}" + ("" if origin == _CLI else f"  [{origin}]"))
 
         model = self.model_name or "model"
-        row("model", f"{model}, {self.inputs['model_flops'].value:.6g} FLOPs per sample ({self.model_flops_source})",
-            "model_flops")
+        row(
+            "model",
+            f"{model}, {self.inputs['model_flops'].value:.6g} FLOPs per sample ({self.model_flops_source})",
+            "model_flops",
+        )
         row("batch size", str(self.inputs["batch_size"].value), "batch_size")
         row("GPUs", str(self.inputs["gpus"].value), "gpus")
         row("precision", str(precision), "precision")
@@ -147,9 +151,18 @@ def measure(request: Request) -> Report:
     step_time = average_seconds(chosen)
     tflops, mfu = figures(step_time, inputs)
     return Report(
-        file=request.file, format=log.format, start_step=request.start_step, end_step=request.end_step,
-        steps=len(chosen), step_time_s=step_time, tflops_per_gpu=tflops, mfu=mfu, inputs=inputs,
-        model_name=names["model"], model_flops_source=names["model_source"], peak_source=names["peak_source"],
+        file=request.file,
+        format=log.format,
+        start_step=request.start_step,
+        end_step=request.end_step,
+        steps=len(chosen),
+        step_time_s=step_time,
+        tflops_per_gpu=tflops,
+        mfu=mfu,
+        inputs=inputs,
+        model_name=names["model"],
+        model_flops_source=names["model_source"],
+        peak_source=names["peak_source"],
         warnings=_warnings(log, chosen, mfu),
     )
 
@@ -159,9 +172,16 @@ def resolve(request: Request) -> tuple[dict[str, Input], Names]:
     (model, its FLOPs source, the peak's source, the sequence length); UserError listing every problem."""
     problems: list[Problem] = []
     if request.start_step < 0 or request.end_step < request.start_step:
-        problems.append(Problem(_CLI, None, None, "--start-step/--end-step",
-                                f"empty step range {request.start_step}–{request.end_step}",
-                                expected="0 <= start step <= end step"))
+        problems.append(
+            Problem(
+                _CLI,
+                None,
+                None,
+                "--start-step/--end-step",
+                f"empty step range {request.start_step}–{request.end_step}",
+                expected="0 <= start step <= end step",
+            )
+        )
     recipe = None
     if request.values:
         from helm_nemo.metrics.recipe import read_recipe
@@ -175,7 +195,9 @@ def resolve(request: Request) -> tuple[dict[str, Input], Names]:
     return inputs, names
 
 
-def resolve_partial(request: Request, recipe: RecipeInputs | None = None) -> tuple[dict[str, Input], Names, list[Problem]]:
+def resolve_partial(
+    request: Request, recipe: RecipeInputs | None = None
+) -> tuple[dict[str, Input], Names, list[Problem]]:
     """What `resolve` finds, without failing: the inputs found, the names, and the problems for the rest
     (`helm nemo status` shows the figures it can)."""
     problems: list[Problem] = []
@@ -198,8 +220,10 @@ def _warnings(log: StepLog, chosen: list[StepTiming], mfu: float) -> list[str]:
     repeated = sorted(step for step, n in counts.items() if n > 1)
     out = []
     if repeated:
-        out.append(f"step(s) {', '.join(map(str, repeated[:10]))} appear more than once in the log (a restarted job "
-                   "appending to it?); every occurrence is averaged, as gpu-recipes' tool does")
+        out.append(
+            f"step(s) {', '.join(map(str, repeated[:10]))} appear more than once in the log (a restarted job "
+            "appending to it?); every occurrence is averaged, as gpu-recipes' tool does"
+        )
     if mfu > 1:
         out.append(f"MFU {mfu:.2f} is above 1: the model, batch size, GPU count or accelerator do not fit this log")
     return out
@@ -222,16 +246,25 @@ def _resolve(request: Request, recipe: RecipeInputs | None, problems: list[Probl
         batch_hint = "pass --batch-size N" + values_hint
     else:
         values_hint = f" ({recipe.path} does not state it)"
-        batch_hint = ("pass --batch-size N: the values state no global batch size (model.global_batch_size in the "
-                      "config, or a global_batch_size argument)" + (f"; {recipe.model.value!r} runs with its recipe's "
-                                                                    "default" if recipe.model else ""))
+        batch_hint = (
+            "pass --batch-size N: the values state no global batch size (model.global_batch_size in the "
+            "config, or a global_batch_size argument)"
+            + (f"; {recipe.model.value!r} runs with its recipe's default" if recipe.model else "")
+        )
     pick("batch_size", request.batch_size, recipe.batch_size if recipe else None, "the global batch size", batch_hint)
     pick("gpus", request.gpus, recipe.gpus if recipe else None, "the number of GPUs", "pass --gpus N" + values_hint)
     for key in ("batch_size", "gpus"):
         if key in inputs and not (isinstance(inputs[key].value, int) and inputs[key].value >= 1):
-            problems.append(Problem(_CLI, None, None, f"--{key.replace('_', '-')}",
-                                    f"{inputs[key].value!r} is not a positive integer"
-                                    + ("" if inputs[key].origin == _CLI else f" ({inputs[key].origin})")))
+            problems.append(
+                Problem(
+                    _CLI,
+                    None,
+                    None,
+                    f"--{key.replace('_', '-')}",
+                    f"{inputs[key].value!r} is not a positive integer"
+                    + ("" if inputs[key].origin == _CLI else f" ({inputs[key].origin})"),
+                )
+            )
             del inputs[key]
 
     precision = request.precision
@@ -248,14 +281,17 @@ def _resolve(request: Request, recipe: RecipeInputs | None, problems: list[Probl
     return inputs, names
 
 
-def _resolve_model(request: Request, recipe: RecipeInputs | None, inputs: dict[str, Input], names: Names,
-                   problems: list[Problem]) -> None:
+def _resolve_model(
+    request: Request, recipe: RecipeInputs | None, inputs: dict[str, Input], names: Names, problems: list[Problem]
+) -> None:
     seq = request.seq_length
     if seq is None and recipe is not None and recipe.seq_len is not None and request.model is None:
         seq = recipe.seq_len.value
     if request.model_flops is not None:
         if not request.model_flops > 0:
-            problems.append(Problem(_CLI, None, None, "--model-flops", f"{request.model_flops!r} is not a positive number"))
+            problems.append(
+                Problem(_CLI, None, None, "--model-flops", f"{request.model_flops!r} is not a positive number")
+            )
             return
         inputs["model_flops"] = Input(request.model_flops, _CLI)
         names["model"], names["model_source"] = request.model, "--model-flops"
@@ -268,12 +304,18 @@ def _resolve_model(request: Request, recipe: RecipeInputs | None, inputs: dict[s
         model = flops_model.known_model(name)
         if model is None:
             reason = flops_model.unsupported_reason(name)
-            message = (f"model {name!r}: its {reason} is not in the FLOPs formula" if reason
-                       else f"unknown model {name!r}")
+            message = (
+                f"model {name!r}: its {reason} is not in the FLOPs formula" if reason else f"unknown model {name!r}"
+            )
             expected = ", ".join(flops_model.known_names())
-            hint = "pass --model-flops N (FLOPs per sample, forward + backward), or --values with the model's NeMo config"
-            problems.append(Problem(_CLI, None, None, "--model", message, expected, hint) if found is None
-                            else found.problem(message, expected, hint))
+            hint = (
+                "pass --model-flops N (FLOPs per sample, forward + backward), or --values with the model's NeMo config"
+            )
+            problems.append(
+                Problem(_CLI, None, None, "--model", message, expected, hint)
+                if found is None
+                else found.problem(message, expected, hint)
+            )
             return
         result = flops_model.flops_for_model(model, seq)
     elif recipe is not None and recipe.architecture is not None:
@@ -281,28 +323,46 @@ def _resolve_model(request: Request, recipe: RecipeInputs | None, inputs: dict[s
         origin = recipe.architecture.origin
         match = flops_model.match_architecture(arch)
         if match is None and not arch.vocab:
-            problems.append(recipe.architecture.problem(
-                "the config's model is no known model and its vocabulary size is not stated",
-                hint="set model.padded_vocab_size in the config, or pass --model NAME or --model-flops N"))
+            problems.append(
+                recipe.architecture.problem(
+                    "the config's model is no known model and its vocabulary size is not stated",
+                    hint="set model.padded_vocab_size in the config, or pass --model NAME or --model-flops N",
+                )
+            )
             return
         result = flops_model.flops_for_architecture(arch)
     else:
-        problems.append(Problem(_CLI, None, None, "--model", "the model is not known",
-                                expected=", ".join(flops_model.known_names()),
-                                hint="pass --model NAME or --model-flops N (or --values FILE with a NeMo config or "
-                                     "NEMO_RECIPE)"))
+        problems.append(
+            Problem(
+                _CLI,
+                None,
+                None,
+                "--model",
+                "the model is not known",
+                expected=", ".join(flops_model.known_names()),
+                hint="pass --model NAME or --model-flops N (or --values FILE with a NeMo config or NEMO_RECIPE)",
+            )
+        )
         return
     inputs["model_flops"] = Input(result.flops, origin)
     names["model"] = result.name
     names["seq_len"] = result.seq_len
-    names["model_source"] = (f"{result.source}, sequence length {result.seq_len}" if result.seq_len else result.source)
+    names["model_source"] = f"{result.source}, sequence length {result.seq_len}" if result.seq_len else result.source
 
 
-def _resolve_peak(request: Request, recipe: RecipeInputs | None, precision: str, inputs: dict[str, Input], names: Names,
-                  problems: list[Problem]) -> None:
+def _resolve_peak(
+    request: Request,
+    recipe: RecipeInputs | None,
+    precision: str,
+    inputs: dict[str, Input],
+    names: Names,
+    problems: list[Problem],
+) -> None:
     if request.peak_tflops is not None:
         if not request.peak_tflops > 0:
-            problems.append(Problem(_CLI, None, None, "--peak-tflops", f"{request.peak_tflops!r} is not a positive number"))
+            problems.append(
+                Problem(_CLI, None, None, "--peak-tflops", f"{request.peak_tflops!r} is not a positive number")
+            )
             return
         inputs["peak_tflops"] = Input(request.peak_tflops, _CLI)
         inputs["accelerator"] = Input(request.accelerator, _CLI)
@@ -314,23 +374,40 @@ def _resolve_peak(request: Request, recipe: RecipeInputs | None, precision: str,
         name, origin = found.value, found.origin
 
     def problem(option: str, message: str, expected: str | None = None, hint: str | None = None) -> Problem:
-        return Problem(_CLI, None, None, option, message, expected, hint) if found is None else \
-            found.problem(message, expected, hint)
+        return (
+            Problem(_CLI, None, None, option, message, expected, hint)
+            if found is None
+            else found.problem(message, expected, hint)
+        )
 
     if name is None:
-        problems.append(Problem(_CLI, None, None, "--accelerator", "the accelerator is not known",
-                                expected=_accelerator_choices(),
-                                hint="pass --accelerator ID or --peak-tflops N (or --values FILE naming `accelerator:`)"))
+        problems.append(
+            Problem(
+                _CLI,
+                None,
+                None,
+                "--accelerator",
+                "the accelerator is not known",
+                expected=_accelerator_choices(),
+                hint="pass --accelerator ID or --peak-tflops N (or --values FILE naming `accelerator:`)",
+            )
+        )
         return
     peak, source, label = _peak_for(name)
     if peak is None:
-        problems.append(problem("--accelerator", f"unknown accelerator {name!r}", _accelerator_choices(),
-                                "or pass --peak-tflops N"))
+        problems.append(
+            problem("--accelerator", f"unknown accelerator {name!r}", _accelerator_choices(), "or pass --peak-tflops N")
+        )
         return
     tflops = peak.get(precision)
     if tflops is None:
-        problems.append(problem("--precision", f"{label} has no {precision} peak (no {precision} tensor cores)",
-                                " | ".join(p for p in PRECISIONS if peak.get(p) is not None)))
+        problems.append(
+            problem(
+                "--precision",
+                f"{label} has no {precision} peak (no {precision} tensor cores)",
+                " | ".join(p for p in PRECISIONS if peak.get(p) is not None),
+            )
+        )
         return
     inputs["peak_tflops"] = Input(tflops, origin)
     inputs["accelerator"] = Input(name, origin)
@@ -357,7 +434,13 @@ def _accelerator_choices() -> str:
     from helm_nemo import resources
 
     ids = sorted(p.stem for p in resources.accelerators_dir().glob("*.yaml"))
-    return "an accelerator profile (" + ", ".join(ids) + ") or a GPU (" + ", ".join(p.gpu for p in gpu_peaks().values()) + ")"
+    return (
+        "an accelerator profile ("
+        + ", ".join(ids)
+        + ") or a GPU ("
+        + ", ".join(p.gpu for p in gpu_peaks().values())
+        + ")"
+    )
 
 
 def to_json(report: Report) -> str:

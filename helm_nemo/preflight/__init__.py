@@ -29,20 +29,38 @@ if TYPE_CHECKING:  # annotations only
 # (function, the ids it reports, what it checks): the order of the report; docs/preflight.md lists them.
 CHECKS = [
     (api.reachable, ["api.reachable"], "the API server answers with the kubeconfig's credentials"),
-    (api.version, ["api.version"], "its version satisfies each chart's kubeVersion and the profile's minKubernetesVersion"),
+    (
+        api.version,
+        ["api.version"],
+        "its version satisfies each chart's kubeVersion and the profile's minKubernetesVersion",
+    ),
     (api.served, ["api.served"], "every apiVersion/kind the releases render is served (CRDs installed)"),
     (release.namespace, ["namespace.exists"], "the namespace exists (or --create-namespace)"),
-    (release.release_name, ["release.name"], "the release name is free (install) or installed from this chart (upgrade)"),
+    (
+        release.release_name,
+        ["release.name"],
+        "the release name is free (install) or installed from this chart (upgrade)",
+    ),
     (release.objects_free, ["objects.free"], "no rendered object exists already, owned by no or another release"),
-    (queue.queue, ["queue.localqueue", "queue.quota", "queue.topology"],
-     "the LocalQueue exists and its ClusterQueue is active, has GPU quota for the job, and the topology level asked for"),
-    (capacity.capacity, ["capacity.nodes", "node.resources", "capacity.gpus"],
-     "nodes match the pods (selector, affinity, taints), offer every device resource they request, and hold the job"),
+    (
+        queue.queue,
+        ["queue.localqueue", "queue.quota", "queue.topology"],
+        "the LocalQueue exists and its ClusterQueue is active, has GPU quota for the job, and the topology level asked for",
+    ),
+    (
+        capacity.capacity,
+        ["capacity.nodes", "node.resources", "capacity.gpus"],
+        "nodes match the pods (selector, affinity, taints), offer every device resource they request, and hold the job",
+    ),
     (profile.networks, ["profile.networks"], "the multi-network objects the pods' interfaces (or the profile) name"),
     (profile.device_classes, ["profile.deviceclasses"], "the DRA DeviceClasses the ResourceClaimTemplates name"),
     (profile.csi_drivers, ["storage.csi"], "a CSIDriver for each CSI driver the volumes use"),
     (refs.references, list(refs.KINDS), "referenced PVCs (Bound), Secrets, ConfigMaps, ServiceAccounts, PriorityClass"),
-    (access.rbac, ["access.rbac"], "SelfSubjectAccessReview: you may create/patch every kind and helm's release record"),
+    (
+        access.rbac,
+        ["access.rbac"],
+        "SelfSubjectAccessReview: you may create/patch every kind and helm's release record",
+    ),
 ]
 IDS = [check_id for _, ids, _ in CHECKS for check_id in ids]
 
@@ -62,8 +80,9 @@ def start(client: KubeClient, *, big_lists: bool = True) -> Facts:
     return facts
 
 
-def run(releases: list[Release], client: KubeClient, options: dict[str, Any] | None = None,
-        facts: Facts | None = None) -> list[Result]:
+def run(
+    releases: list[Release], client: KubeClient, options: dict[str, Any] | None = None, facts: Facts | None = None
+) -> list[Result]:
     """Every check, in CHECKS order. `options`: mode (install / upgrade / preflight), install_missing,
     create_namespace; `facts`: from start() (reads already under way)."""
     from helm_nemo.kube.errors import KubeError
@@ -76,16 +95,23 @@ def run(releases: list[Release], client: KubeClient, options: dict[str, Any] | N
         first = api.reachable(facts, releases, options)
     except KubeError as err:
         reason = err.format().removeprefix("helm nemo: ")
-        return [Result("api.reachable", FAIL, reason.split("\n")[0], err.hint)] + \
-            [Result(check_id, SKIPPED, "the API server did not answer") for check_id in IDS[1:]]
+        return [Result("api.reachable", FAIL, reason.split("\n")[0], err.hint)] + [
+            Result(check_id, SKIPPED, "the API server did not answer") for check_id in IDS[1:]
+        ]
 
     def one(entry: tuple[Check, list[str], str]) -> list[Result]:
         function, ids, _ = entry
         try:
             return function(facts, releases, options)
         except Unavailable as err:
-            return [Result(ids[0], SKIPPED, f"cannot read what it needs: {err}",
-                           "the credentials may lack list/get on it (kubectl auth can-i)")]
+            return [
+                Result(
+                    ids[0],
+                    SKIPPED,
+                    f"cannot read what it needs: {err}",
+                    "the credentials may lack list/get on it (kubectl auth can-i)",
+                )
+            ]
         except KubeError as err:
             return [Result(ids[0], SKIPPED, err.format().removeprefix("helm nemo: ").split("\n")[0], err.hint)]
 

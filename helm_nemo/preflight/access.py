@@ -27,7 +27,11 @@ def rbac(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list
             if resource is None:
                 continue  # api.served says so
             group = api.rpartition("/")[0]
-            ns = ((obj.get("metadata") or {}).get("namespace") or release.namespace) if resource.get("namespaced") else None
+            ns = (
+                ((obj.get("metadata") or {}).get("namespace") or release.namespace)
+                if resource.get("namespaced")
+                else None
+            )
             for verb in verbs:
                 asks.setdefault((verb, group, resource["name"], ns), kind)
         driver = (os.environ.get("HELM_DRIVER") or "secret").lower()
@@ -38,11 +42,26 @@ def rbac(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list
     keys = sorted(asks, key=lambda k: (k[2], k[0], k[3] or ""))
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda k: facts.allowed(*k), keys))
-    denied = [f"{verb} {resource}{'.' + group if group else ''}{' in ' + ns if ns else ' (cluster-wide)'}"
-              for (verb, group, resource, ns), (allowed, _) in zip(keys, answers, strict=True) if not allowed]
+    denied = [
+        f"{verb} {resource}{'.' + group if group else ''}{' in ' + ns if ns else ' (cluster-wide)'}"
+        for (verb, group, resource, ns), (allowed, _) in zip(keys, answers, strict=True)
+        if not allowed
+    ]
     if denied:
-        return [Result("access.rbac", FAIL, f"you may not: {first(denied, 4)}",
-                       "ask the cluster admin for a Role/ClusterRole binding with these verbs "
-                       "(kubectl auth can-i --list -n NAMESPACE shows yours)", details={"denied": denied})]
-    return [Result("access.rbac", OK, f"allowed: {len(keys)} verb/resource pairs helm needs "
-                   f"({first(sorted({k[2] for k in keys}), 4)})")]
+        return [
+            Result(
+                "access.rbac",
+                FAIL,
+                f"you may not: {first(denied, 4)}",
+                "ask the cluster admin for a Role/ClusterRole binding with these verbs "
+                "(kubectl auth can-i --list -n NAMESPACE shows yours)",
+                details={"denied": denied},
+            )
+        ]
+    return [
+        Result(
+            "access.rbac",
+            OK,
+            f"allowed: {len(keys)} verb/resource pairs helm needs ({first(sorted({k[2] for k in keys}), 4)})",
+        )
+    ]

@@ -18,15 +18,15 @@ if TYPE_CHECKING:  # annotations only
 # preflight.hints, keyed by the group, wins).
 API_HINTS = {
     "jobset.x-k8s.io": "install JobSet: kubectl apply --server-side -f "
-                       "https://github.com/kubernetes-sigs/jobset/releases/download/v0.8.1/manifests.yaml",
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.8.1/manifests.yaml",
     "kueue.x-k8s.io": "install Kueue: kubectl apply --server-side -f "
-                      "https://github.com/kubernetes-sigs/kueue/releases/download/v0.13.4/manifests.yaml",
+    "https://github.com/kubernetes-sigs/kueue/releases/download/v0.13.4/manifests.yaml",
     "resource.nvidia.com": "install NVIDIA's DRA driver for GPUs (ComputeDomain): helm install nvidia-dra-driver-gpu "
-                           "nvidia/nvidia-dra-driver-gpu -n nvidia-dra-driver-gpu --create-namespace",
+    "nvidia/nvidia-dra-driver-gpu -n nvidia-dra-driver-gpu --create-namespace",
     "resource.k8s.io": "resource.k8s.io/v1 (DRA) is served from Kubernetes 1.34: upgrade the control plane",
     "kubeflow.org": "install the Kubeflow training operator (PyTorchJob)",
     "networking.gke.io": "enable GKE multi-networking: gcloud container clusters update CLUSTER "
-                         "--enable-dataplane-v2 --enable-multi-networking",
+    "--enable-dataplane-v2 --enable-multi-networking",
 }
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -55,36 +55,58 @@ def _term(version: tuple[int, int, int], op: str, number: str) -> bool:
     if op == "^":
         return version >= wanted and version[0] == wanted[0]
     if op == "=" and len(parts) < 3:  # `1.30` means 1.30.x
-        return version[:len(parts)] == tuple(parts)
-    return {">=": version >= wanted, ">": version > wanted, "<=": version <= wanted, "<": version < wanted,
-            "=": version == wanted, "!=": version != wanted}[op]
+        return version[: len(parts)] == tuple(parts)
+    return {
+        ">=": version >= wanted,
+        ">": version > wanted,
+        "<=": version <= wanted,
+        "<": version < wanted,
+        "=": version == wanted,
+        "!=": version != wanted,
+    }[op]
 
 
 def reachable(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     version = facts.version()  # a KubeError here is the runner's: every other check is skipped
     config = facts.client.config
     context = f" (context {config.context})" if config.context else ""
-    return [Result("api.reachable", OK, f"{config.server}{context} answers: Kubernetes {version.get('gitVersion', '?')}")]
+    return [
+        Result("api.reachable", OK, f"{config.server}{context} answers: Kubernetes {version.get('gitVersion', '?')}")
+    ]
 
 
 def version(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     served = facts.version().get("gitVersion", "")
     parsed = parse_version(served)
     if parsed is None:
-        return [Result("api.version", FAIL, f"the server reports no readable version ({served!r})",
-                       "check that the server is a Kubernetes API server")]
+        return [
+            Result(
+                "api.version",
+                FAIL,
+                f"the server reports no readable version ({served!r})",
+                "check that the server is a Kubernetes API server",
+            )
+        ]
     needs = []
     for release in releases:
         if release.kube_version_constraint:
-            needs.append((release.kube_version_constraint, f"chart {release.chart_kind or release.chart} (kubeVersion)"))
+            needs.append(
+                (release.kube_version_constraint, f"chart {release.chart_kind or release.chart} (kubeVersion)")
+            )
         minimum = (release.profile or {}).get("minKubernetesVersion")
         if minimum:
             needs.append((f">={minimum}.0-0", f"accelerator {release.accelerator} (minKubernetesVersion {minimum})"))
     failed = sorted({f"{why} needs {constraint}" for constraint, why in needs if not satisfies(parsed, constraint)})
     if failed:
-        return [Result("api.version", FAIL, f"Kubernetes {served}: {'; '.join(failed)}",
-                       "upgrade the control plane and nodes (gcloud container clusters upgrade / aws eks "
-                       "update-cluster-version), or choose a cluster that runs a newer version")]
+        return [
+            Result(
+                "api.version",
+                FAIL,
+                f"Kubernetes {served}: {'; '.join(failed)}",
+                "upgrade the control plane and nodes (gcloud container clusters upgrade / aws eks "
+                "update-cluster-version), or choose a cluster that runs a newer version",
+            )
+        ]
     constraints = sorted({constraint for constraint, _ in needs})
     return [Result("api.version", OK, f"Kubernetes {served} satisfies {', '.join(constraints) or 'every chart'}")]
 
@@ -104,17 +126,31 @@ def served(facts: Facts, releases: list[Release], options: dict[str, Any]) -> li
     hints = []
     for api, _kind, _ in missing:
         group = api.rpartition("/")[0]
-        hint = next((h for r in releases for h in [((r.profile or {}).get("preflight") or {}).get("hints", {}).get(group)] if h),
-                    None) or API_HINTS.get(group)
+        hint = next(
+            (
+                h
+                for r in releases
+                for h in [((r.profile or {}).get("preflight") or {}).get("hints", {}).get(group)]
+                if h
+            ),
+            None,
+        ) or API_HINTS.get(group)
         other = _other_versions(facts, group, api) if group else []
         if other:
-            hint = f"{api} is not served, {', '.join(other)} is: the installed {group} is another version" + \
-                   (f"; {hint}" if hint else "")
+            hint = f"{api} is not served, {', '.join(other)} is: the installed {group} is another version" + (
+                f"; {hint}" if hint else ""
+            )
         if hint and hint not in hints:
             hints.append(hint)
     what = "; ".join(f"{kind} ({api}) of {', '.join(names)}" for api, kind, names in missing)
-    return [Result("api.served", FAIL, f"not served by this cluster: {what}",
-                   " | ".join(hints) or "install the CRD / enable the API that serves it")]
+    return [
+        Result(
+            "api.served",
+            FAIL,
+            f"not served by this cluster: {what}",
+            " | ".join(hints) or "install the CRD / enable the API that serves it",
+        )
+    ]
 
 
 def _other_versions(facts: Facts, group: str, api: str) -> list[str]:

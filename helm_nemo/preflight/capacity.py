@@ -77,11 +77,15 @@ def why_not(node: dict[str, Any], spec: dict[str, Any]) -> str | None:
     for key, value in (spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return f"label {key}={value}"
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     terms = (required or {}).get("nodeSelectorTerms") or []
-    if terms and not any(all(_expression(e, labels, name) for e in term.get("matchExpressions") or []) and
-                         all(_expression(e, labels, name, field=True) for e in term.get("matchFields") or [])
-                         for term in terms):
+    if terms and not any(
+        all(_expression(e, labels, name) for e in term.get("matchExpressions") or [])
+        and all(_expression(e, labels, name, field=True) for e in term.get("matchFields") or [])
+        for term in terms
+    ):
         return "node affinity"
     for taint in node_spec.get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(taint, spec.get("tolerations") or []):
@@ -128,8 +132,14 @@ def capacity(facts: Facts, releases: list[Release], options: dict[str, Any]) -> 
     return results
 
 
-def _workload(facts: Facts, release: Release, workload: Workload, per_pod: dict[str, Decimal], gpu: str,
-              nodes: list[dict[str, Any]]) -> list[Result]:
+def _workload(
+    facts: Facts,
+    release: Release,
+    workload: Workload,
+    per_pod: dict[str, Decimal],
+    gpu: str,
+    nodes: list[dict[str, Any]],
+) -> list[Result]:
     label = f"{workload.kind} {workload.name}"
     reasons: dict[str, int] = {}
     matching = []
@@ -140,21 +150,49 @@ def _workload(facts: Facts, release: Release, workload: Workload, per_pod: dict[
         else:
             reasons[reason] = reasons.get(reason, 0) + 1
     if not nodes:
-        return [Result("capacity.nodes", FAIL, f"{label}: the cluster has no nodes",
-                       f"create the {release.accelerator or 'GPU'} node pool", release.name)]
+        return [
+            Result(
+                "capacity.nodes",
+                FAIL,
+                f"{label}: the cluster has no nodes",
+                f"create the {release.accelerator or 'GPU'} node pool",
+                release.name,
+            )
+        ]
     if not matching:
         selector = workload.spec.get("nodeSelector") or {}
         common = sorted(reasons.items(), key=lambda kv: -kv[1])
-        hint = ("no node carries " + ", ".join(f"{k}={v}" for k, v in selector.items()) +
-                f": create the {release.accelerator or 'GPU'} node pool" if selector else "check the node pool")
+        hint = (
+            "no node carries "
+            + ", ".join(f"{k}={v}" for k, v in selector.items())
+            + f": create the {release.accelerator or 'GPU'} node pool"
+            if selector
+            else "check the node pool"
+        )
         profile_labels = (release.profile or {}).get("nodeLabels") or {}
         if profile_labels:
-            hint += f" (the {release.accelerator} profile's nodes carry " + \
-                    ", ".join(f"{k}={v}" for k, v in profile_labels.items()) + ")"
-        return [Result("capacity.nodes", FAIL, f"{label}: none of the {len(nodes)} nodes can run its pods "
-                       f"({first(f'{n} × {r}' for r, n in common)})", hint, release.name)]
-    results = [Result("capacity.nodes", OK, f"{label}: {len(matching)} of {len(nodes)} nodes match its nodeSelector, "
-                      "affinity and tolerations", release=release.name)]
+            hint += (
+                f" (the {release.accelerator} profile's nodes carry "
+                + ", ".join(f"{k}={v}" for k, v in profile_labels.items())
+                + ")"
+            )
+        return [
+            Result(
+                "capacity.nodes",
+                FAIL,
+                f"{label}: none of the {len(nodes)} nodes can run its pods ({first(f'{n} × {r}' for r, n in common)})",
+                hint,
+                release.name,
+            )
+        ]
+    results = [
+        Result(
+            "capacity.nodes",
+            OK,
+            f"{label}: {len(matching)} of {len(nodes)} nodes match its nodeSelector, affinity and tolerations",
+            release=release.name,
+        )
+    ]
     allocatable = {(n["metadata"]["name"]): (n.get("status") or {}).get("allocatable") or {} for n in matching}
     lacking = []
     for resource in sorted(per_pod):
@@ -162,13 +200,29 @@ def _workload(facts: Facts, release: Release, workload: Workload, per_pod: dict[
         if not offering:
             lacking.append(resource)
     if lacking:
-        hints = [profile_hint(release, r, f"no matching node offers {r}: install the device plugin that "
-                              "advertises it") for r in lacking]
-        results.append(Result("node.resources", FAIL, f"{label} requests {', '.join(lacking)} per pod, which none of "
-                              f"the {len(matching)} matching nodes offers (allocatable)", " | ".join(hints), release.name))
+        hints = [
+            profile_hint(release, r, f"no matching node offers {r}: install the device plugin that advertises it")
+            for r in lacking
+        ]
+        results.append(
+            Result(
+                "node.resources",
+                FAIL,
+                f"{label} requests {', '.join(lacking)} per pod, which none of "
+                f"the {len(matching)} matching nodes offers (allocatable)",
+                " | ".join(hints),
+                release.name,
+            )
+        )
         return results
-    results.append(Result("node.resources", OK, f"{label}: matching nodes offer " +
-                          ", ".join(f"{r}" for r in sorted(per_pod)), release=release.name))
+    results.append(
+        Result(
+            "node.resources",
+            OK,
+            f"{label}: matching nodes offer " + ", ".join(f"{r}" for r in sorted(per_pod)),
+            release=release.name,
+        )
+    )
     used = _in_use(facts, set(allocatable), set(per_pod))
     idle = free = 0
     for name, alloc in allocatable.items():
@@ -177,21 +231,46 @@ def _workload(facts: Facts, release: Release, workload: Workload, per_pod: dict[
             have = _quantity(alloc.get(resource))
             left = have - used.get(name, {}).get(resource, Decimal(0))
             fits_idle = int(have // amount) if fits_idle is None else min(fits_idle, int(have // amount))
-            fits_free = max(int(left // amount), 0) if fits_free is None else min(fits_free, max(int(left // amount), 0))
+            fits_free = (
+                max(int(left // amount), 0) if fits_free is None else min(fits_free, max(int(left // amount), 0))
+            )
         idle += fits_idle or 0
         free += fits_free or 0
     need = workload.pods
-    what = (f"{label} needs {need} pods × {quantity_text(per_pod[gpu])} {gpu}: the matching nodes hold {idle} such "
-            f"pods, {free} with what runs now")
-    details = {"pods": need, "per_pod": {k: quantity_text(v) for k, v in per_pod.items()}, "fit_idle": idle,
-               "fit_now": free, "nodes": len(matching)}
+    what = (
+        f"{label} needs {need} pods × {quantity_text(per_pod[gpu])} {gpu}: the matching nodes hold {idle} such "
+        f"pods, {free} with what runs now"
+    )
+    details = {
+        "pods": need,
+        "per_pod": {k: quantity_text(v) for k, v in per_pod.items()},
+        "fit_idle": idle,
+        "fit_now": free,
+        "nodes": len(matching),
+    }
     if idle < need:
-        results.append(Result("capacity.gpus", FAIL, what, f"add nodes to the pool (at least {need - idle} more pods' "
-                              f"worth), or run fewer GPUs (workload.gpus)", release.name, details))
+        results.append(
+            Result(
+                "capacity.gpus",
+                FAIL,
+                what,
+                f"add nodes to the pool (at least {need - idle} more pods' worth), or run fewer GPUs (workload.gpus)",
+                release.name,
+                details,
+            )
+        )
     elif free < need:
-        results.append(Result("capacity.gpus", WARN, what, "it waits until the running pods finish (kubectl get pods -A "
-                              f"--field-selector spec.nodeName=NODE); Kueue admits it when {need} pods fit",
-                              release.name, details))
+        results.append(
+            Result(
+                "capacity.gpus",
+                WARN,
+                what,
+                "it waits until the running pods finish (kubectl get pods -A "
+                f"--field-selector spec.nodeName=NODE); Kueue admits it when {need} pods fit",
+                release.name,
+                details,
+            )
+        )
     else:
         results.append(Result("capacity.gpus", OK, what, release=release.name, details=details))
     return results

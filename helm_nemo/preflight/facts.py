@@ -60,6 +60,7 @@ class Facts:
 
     def prefetch(self, key: Hashable, read: Callable[[], object]) -> None:
         """Start a read in a thread; the first `_once(key, …)` waits for it."""
+
         def run() -> None:
             try:
                 self._once(key, read)
@@ -77,11 +78,13 @@ class Facts:
 
     def resources(self, group_version: str) -> dict[str, dict[str, Any]] | None:
         """kind -> its APIResource (name = plural, namespaced) for a served group/version; None: not served."""
+
         def read() -> dict[str, dict[str, Any]] | None:
             found = self.client.resources(group_version)
             if found is None:
                 return None
             return {r["kind"]: r for r in found if "/" not in r.get("name", "")}
+
         return self._once(("resources", group_version), read)
 
     def served(self, api_version: str, kind: str) -> dict[str, Any] | None:
@@ -100,16 +103,20 @@ class Facts:
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """One object, or None when it (or its kind) does not exist."""
+
         def read() -> dict[str, Any] | None:
             path = self.path(api_version, kind, namespace, name)
             return None if path is None else self.client.get_or_none(path)
+
         return self._once(("get", api_version, kind, namespace, name), read)
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
-             query: dict[str, Any] | None = None) -> builtins.list[dict[str, Any]] | None:
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, query: dict[str, Any] | None = None
+    ) -> builtins.list[dict[str, Any]] | None:
         def read() -> builtins.list[dict[str, Any]] | None:
             path = self.path(api_version, kind, namespace)
             return None if path is None else self.client.list(path, query)
+
         key = ("list", api_version, kind, namespace, tuple(sorted((query or {}).items())))
         return self._once(key, read)
 
@@ -129,13 +136,20 @@ class Facts:
 
     def allowed(self, verb: str, group: str, resource: str, namespace: str | None) -> tuple[bool, str]:
         """A SelfSubjectAccessReview: (allowed, the server's reason)."""
+
         def read() -> tuple[bool, str]:
             attributes = {"verb": verb, "group": group, "resource": resource}
             if namespace:
                 attributes["namespace"] = namespace
-            review = self.client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {
-                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": attributes}})
+            review = self.client.create(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": attributes},
+                },
+            )
             status = review.get("status") or {}
             return bool(status.get("allowed")), status.get("reason") or status.get("evaluationError") or ""
+
         return self._once(("ssar", verb, group, resource, namespace), read)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable
@@ -29,8 +30,13 @@ class Result:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "verdict": self.verdict, "release": self.release, "message": self.message,
-                               "hint": self.hint}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "verdict": self.verdict,
+            "release": self.release,
+            "message": self.message,
+            "hint": self.hint,
+        }
         if self.details:
             out["details"] = self.details
         return out
@@ -73,8 +79,9 @@ class Workload:
                         regular[name] = regular.get(name, Decimal(0)) + amount
                     else:
                         init[name] = max(init.get(name, Decimal(0)), amount)
-        return {name: max(regular.get(name, Decimal(0)), init.get(name, Decimal(0)))
-                for name in set(regular) | set(init)}
+        return {
+            name: max(regular.get(name, Decimal(0)), init.get(name, Decimal(0))) for name in set(regular) | set(init)
+        }
 
 
 @dataclass
@@ -97,8 +104,17 @@ class Release:
         for obj in self.objects:
             for template in pod_templates(obj):
                 meta = obj.get("metadata") or {}
-                out.append(Workload(obj.get("kind", ""), meta.get("name", ""), meta.get("namespace") or self.namespace,
-                                    template.spec, template.meta or {}, template.pods, meta.get("labels") or {}))
+                out.append(
+                    Workload(
+                        obj.get("kind", ""),
+                        meta.get("name", ""),
+                        meta.get("namespace") or self.namespace,
+                        template.spec,
+                        template.meta or {},
+                        template.pods,
+                        meta.get("labels") or {},
+                    )
+                )
         return out
 
 
@@ -123,8 +139,9 @@ def release_of(plan: ReleasePlan, text: str, namespace: str) -> Release:
         if chart_yaml.is_file():
             found = re.search(r"^kubeVersion:\s*[\"']?([^\"'\n]+)", chart_yaml.read_text(), re.M)
             constraint = found.group(1).strip() if found else None
-    return Release(plan.release, plan.chart, plan.chart_kind or "", namespace, plan.accelerator, profile, objects,
-                   constraint)
+    return Release(
+        plan.release, plan.chart, plan.chart_kind or "", namespace, plan.accelerator, profile, objects, constraint
+    )
 
 
 def quantity_text(amount: Decimal) -> str:

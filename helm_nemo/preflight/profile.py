@@ -49,9 +49,16 @@ def networks(facts: Facts, releases: list[Release], options: dict[str, Any]) -> 
             continue
         api = spec["apiVersion"]
         if facts.served(api, spec["kind"]) is None:
-            results.append(Result("profile.networks", verdict, f"{spec['kind']} ({api}) is not served, but "
-                                  f"{first(dict.fromkeys(wanted.values()), 1)} uses networks {first(sorted(wanted), 9)}",
-                                  profile_hint(release, api.rpartition('/')[0], "enable multi-networking"), release.name))
+            results.append(
+                Result(
+                    "profile.networks",
+                    verdict,
+                    f"{spec['kind']} ({api}) is not served, but "
+                    f"{first(dict.fromkeys(wanted.values()), 1)} uses networks {first(sorted(wanted), 9)}",
+                    profile_hint(release, api.rpartition("/")[0], "enable multi-networking"),
+                    release.name,
+                )
+            )
             continue
         missing, params_missing = [], []
         for network in sorted(wanted):
@@ -70,14 +77,28 @@ def networks(facts: Facts, releases: list[Release], options: dict[str, Any]) -> 
             if params_missing:
                 parts.append(f"{spec['paramsKind']} missing for {', '.join(params_missing)}")
             why = "" if verdict == FAIL else " (the pods use the host network: the nodes may lack these NICs)"
-            results.append(Result("profile.networks", verdict, f"{first(dict.fromkeys(wanted.values()), 1)}: "
-                                  f"{'; '.join(parts)}{why}",
-                                  profile_hint(release, spec["kind"], f"create the {spec['kind']} and "
-                                               f"{spec.get('paramsKind')} objects for the node pool's networks"),
-                                  release.name))
+            results.append(
+                Result(
+                    "profile.networks",
+                    verdict,
+                    f"{first(dict.fromkeys(wanted.values()), 1)}: {'; '.join(parts)}{why}",
+                    profile_hint(
+                        release,
+                        spec["kind"],
+                        f"create the {spec['kind']} and {spec.get('paramsKind')} objects for the node pool's networks",
+                    ),
+                    release.name,
+                )
+            )
         else:
-            results.append(Result("profile.networks", OK, f"{spec['kind']} objects {', '.join(sorted(wanted))} exist",
-                                  release=release.name))
+            results.append(
+                Result(
+                    "profile.networks",
+                    OK,
+                    f"{spec['kind']} objects {', '.join(sorted(wanted))} exist",
+                    release=release.name,
+                )
+            )
     return results or [Result("profile.networks", SKIPPED, "no pod names additional networks")]
 
 
@@ -87,7 +108,7 @@ def device_classes(facts: Facts, releases: list[Release], options: dict[str, Any
         for obj in release.objects:
             if obj.get("kind") != "ResourceClaimTemplate":
                 continue
-            devices = (((obj.get("spec") or {}).get("spec") or {}).get("devices") or {})
+            devices = ((obj.get("spec") or {}).get("spec") or {}).get("devices") or {}
             for request in devices.get("requests") or []:
                 name = (request.get("exactly") or {}).get("deviceClassName") or request.get("deviceClassName")
                 if name:
@@ -99,9 +120,17 @@ def device_classes(facts: Facts, releases: list[Release], options: dict[str, Any
         if facts.served(api, "DeviceClass") is None or facts.get(api, "DeviceClass", name) is None:
             missing.append((name, release))
     if missing:
-        return [Result("profile.deviceclasses", FAIL, f"DeviceClass {', '.join(n for n, _ in missing)} does not exist",
-                       " | ".join(run_hint(releases, n, f"install the DRA driver that publishes DeviceClass {n}")
-                                  for n, _ in missing), missing[0][1].name)]
+        return [
+            Result(
+                "profile.deviceclasses",
+                FAIL,
+                f"DeviceClass {', '.join(n for n, _ in missing)} does not exist",
+                " | ".join(
+                    run_hint(releases, n, f"install the DRA driver that publishes DeviceClass {n}") for n, _ in missing
+                ),
+                missing[0][1].name,
+            )
+        ]
     return [Result("profile.deviceclasses", OK, f"DeviceClass {', '.join(sorted(wanted))} exists")]
 
 
@@ -124,7 +153,12 @@ def csi_drivers(facts: Facts, releases: list[Release], options: dict[str, Any]) 
         return [Result("storage.csi", SKIPPED, "the cluster serves no CSIDriver objects to look at")]
     missing = [(d, r) for d, r in sorted(wanted.items()) if facts.get("storage.k8s.io/v1", "CSIDriver", d) is None]
     if missing:
-        return [Result("storage.csi", FAIL, f"CSI driver {', '.join(d for d, _ in missing)} is not installed "
-                       "(no CSIDriver object)", " | ".join(run_hint(releases, d, f"install the {d} CSI driver")
-                                                           for d, _ in missing))]
+        return [
+            Result(
+                "storage.csi",
+                FAIL,
+                f"CSI driver {', '.join(d for d, _ in missing)} is not installed (no CSIDriver object)",
+                " | ".join(run_hint(releases, d, f"install the {d} CSI driver") for d, _ in missing),
+            )
+        ]
     return [Result("storage.csi", OK, f"CSI driver {', '.join(sorted(wanted))} installed")]

@@ -46,44 +46,87 @@ def queue(facts: Facts, releases: list[Release], options: dict[str, Any]) -> lis
     """queue.localqueue, queue.quota and queue.topology for every queued workload."""
     queued = list(_queued(releases))
     if not queued:
-        return [Result("queue.localqueue", SKIPPED, "no workload names a Kueue LocalQueue",
-                       "set `queue:` in the values to run through Kueue")]
+        return [
+            Result(
+                "queue.localqueue",
+                SKIPPED,
+                "no workload names a Kueue LocalQueue",
+                "set `queue:` in the values to run through Kueue",
+            )
+        ]
     api = _kueue_version(facts)
     if api is None:
-        return [Result("queue.localqueue", FAIL, f"Kueue is not installed (no {KUEUE_GROUP} LocalQueue API), but "
-                       f"{queued[0][1].kind} {queued[0][1].name} names queue {queued[0][2]!r}",
-                       "install Kueue (kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
-                       "releases/download/v0.13.4/manifests.yaml) and create the queues, or unset `queue:`",
-                       queued[0][0].name)]
+        return [
+            Result(
+                "queue.localqueue",
+                FAIL,
+                f"Kueue is not installed (no {KUEUE_GROUP} LocalQueue API), but "
+                f"{queued[0][1].kind} {queued[0][1].name} names queue {queued[0][2]!r}",
+                "install Kueue (kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/"
+                "releases/download/v0.13.4/manifests.yaml) and create the queues, or unset `queue:`",
+                queued[0][0].name,
+            )
+        ]
     results = []
     for release, workload, name in queued:
         local = facts.get(api, "LocalQueue", name, workload.namespace)
         if local is None:
             others = [q["metadata"]["name"] for q in facts.list(api, "LocalQueue", workload.namespace) or []]
-            hint = (f"LocalQueues in {workload.namespace}: {', '.join(sorted(others))}" if others else
-                    f"no LocalQueue in {workload.namespace}: create one pointing at a ClusterQueue "
-                    "(kubectl get clusterqueues)")
-            results.append(Result("queue.localqueue", FAIL, f"LocalQueue {workload.namespace}/{name} does not exist",
-                                  hint + "; or set `queue:` to one of them", release.name))
+            hint = (
+                f"LocalQueues in {workload.namespace}: {', '.join(sorted(others))}"
+                if others
+                else f"no LocalQueue in {workload.namespace}: create one pointing at a ClusterQueue "
+                "(kubectl get clusterqueues)"
+            )
+            results.append(
+                Result(
+                    "queue.localqueue",
+                    FAIL,
+                    f"LocalQueue {workload.namespace}/{name} does not exist",
+                    hint + "; or set `queue:` to one of them",
+                    release.name,
+                )
+            )
             continue
         cq_name = (local.get("spec") or {}).get("clusterQueue", "")
         cluster_queue = facts.get(api, "ClusterQueue", cq_name) if cq_name else None
         if cluster_queue is None:
-            results.append(Result("queue.localqueue", FAIL, f"LocalQueue {workload.namespace}/{name} points at "
-                                  f"ClusterQueue {cq_name!r}, which does not exist",
-                                  "create the ClusterQueue, or point the LocalQueue's spec.clusterQueue at one",
-                                  release.name))
+            results.append(
+                Result(
+                    "queue.localqueue",
+                    FAIL,
+                    f"LocalQueue {workload.namespace}/{name} points at ClusterQueue {cq_name!r}, which does not exist",
+                    "create the ClusterQueue, or point the LocalQueue's spec.clusterQueue at one",
+                    release.name,
+                )
+            )
             continue
-        inactive = [c for c in (cluster_queue.get("status") or {}).get("conditions") or []
-                    if c.get("type") == "Active" and c.get("status") == "False"]
+        inactive = [
+            c
+            for c in (cluster_queue.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Active" and c.get("status") == "False"
+        ]
         if inactive:
-            results.append(Result("queue.localqueue", FAIL, f"ClusterQueue {cq_name} is not active: "
-                                  f"{inactive[0].get('message') or inactive[0].get('reason', '')}",
-                                  "kubectl describe clusterqueue " + cq_name + " (a missing ResourceFlavor or "
-                                  "AdmissionCheck makes it inactive)", release.name))
+            results.append(
+                Result(
+                    "queue.localqueue",
+                    FAIL,
+                    f"ClusterQueue {cq_name} is not active: "
+                    f"{inactive[0].get('message') or inactive[0].get('reason', '')}",
+                    "kubectl describe clusterqueue " + cq_name + " (a missing ResourceFlavor or "
+                    "AdmissionCheck makes it inactive)",
+                    release.name,
+                )
+            )
             continue
-        results.append(Result("queue.localqueue", OK, f"LocalQueue {workload.namespace}/{name} -> ClusterQueue {cq_name}",
-                              release=release.name))
+        results.append(
+            Result(
+                "queue.localqueue",
+                OK,
+                f"LocalQueue {workload.namespace}/{name} -> ClusterQueue {cq_name}",
+                release=release.name,
+            )
+        )
         results.append(_quota(release, workload, cq_name, cluster_queue))
         results.extend(_topology(facts, api, release, workload, cluster_queue))
     return results
@@ -92,8 +135,9 @@ def queue(facts: Facts, releases: list[Release], options: dict[str, Any]) -> lis
 def _quota(release: Release, workload: Workload, cq_name: str, cluster_queue: dict[str, Any]) -> Result:
     resource, needed = _gpus(release, workload)
     if not needed:
-        return Result("queue.quota", SKIPPED, f"{workload.kind} {workload.name} requests no {resource}",
-                      release=release.name)
+        return Result(
+            "queue.quota", SKIPPED, f"{workload.kind} {workload.name} requests no {resource}", release=release.name
+        )
     quota, flavors = Decimal(0), []
     borrow = False
     for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
@@ -110,27 +154,55 @@ def _quota(release: Release, workload: Workload, cq_name: str, cluster_queue: di
         for item in flavor.get("resources") or []:
             if item.get("name") == resource:
                 used += _quantity(item.get("total"))
-    what = (f"ClusterQueue {cq_name} has {quantity_text(quota)} {resource} of quota"
-            f"{' (' + ', '.join(flavors) + ')' if flavors else ''}; {workload.kind} {workload.name} needs "
-            f"{quantity_text(needed)} ({workload.pods} pods)")
-    details = {"resource": resource, "quota": quantity_text(quota), "needed": quantity_text(needed),
-               "used": quantity_text(used)}
+    what = (
+        f"ClusterQueue {cq_name} has {quantity_text(quota)} {resource} of quota"
+        f"{' (' + ', '.join(flavors) + ')' if flavors else ''}; {workload.kind} {workload.name} needs "
+        f"{quantity_text(needed)} ({workload.pods} pods)"
+    )
+    details = {
+        "resource": resource,
+        "quota": quantity_text(quota),
+        "needed": quantity_text(needed),
+        "used": quantity_text(used),
+    }
     if needed > quota:
         if cohort and borrow:
-            return Result("queue.quota", WARN, what + f": it can run only by borrowing from cohort {cohort}",
-                          "raise nominalQuota, or make sure the cohort has that much unused", release.name, details)
-        return Result("queue.quota", FAIL, what, f"raise spec.resourceGroups[].flavors[].resources[{resource}]."
-                      f"nominalQuota of ClusterQueue {cq_name} to at least {quantity_text(needed)}, or run fewer "
-                      "GPUs (workload.gpus)", release.name, details)
+            return Result(
+                "queue.quota",
+                WARN,
+                what + f": it can run only by borrowing from cohort {cohort}",
+                "raise nominalQuota, or make sure the cohort has that much unused",
+                release.name,
+                details,
+            )
+        return Result(
+            "queue.quota",
+            FAIL,
+            what,
+            f"raise spec.resourceGroups[].flavors[].resources[{resource}]."
+            f"nominalQuota of ClusterQueue {cq_name} to at least {quantity_text(needed)}, or run fewer "
+            "GPUs (workload.gpus)",
+            release.name,
+            details,
+        )
     if needed > quota - used:
-        return Result("queue.quota", WARN, what + f"; {quantity_text(used)} are in use by admitted workloads, so it "
-                      "waits in the queue until they finish", "kubectl get workloads -A to see what holds the quota",
-                      release.name, details)
-    return Result("queue.quota", OK, what + f" ({quantity_text(quota - used)} free)", release=release.name, details=details)
+        return Result(
+            "queue.quota",
+            WARN,
+            what + f"; {quantity_text(used)} are in use by admitted workloads, so it "
+            "waits in the queue until they finish",
+            "kubectl get workloads -A to see what holds the quota",
+            release.name,
+            details,
+        )
+    return Result(
+        "queue.quota", OK, what + f" ({quantity_text(quota - used)} free)", release=release.name, details=details
+    )
 
 
-def _topology(facts: Facts, api: str, release: Release, workload: Workload,
-              cluster_queue: dict[str, Any]) -> list[Result]:
+def _topology(
+    facts: Facts, api: str, release: Release, workload: Workload, cluster_queue: dict[str, Any]
+) -> list[Result]:
     annotations = workload.meta.get("annotations") or {}
     asked = [(key, annotations[key]) for key in TOPOLOGY_ANNOTATIONS if annotations.get(key)]
     if not asked:
@@ -138,8 +210,11 @@ def _topology(facts: Facts, api: str, release: Release, workload: Workload,
     key, level = asked[0]
     required = key.endswith("required-topology")
     verdict = FAIL if required else WARN
-    flavor_names = [f.get("name") for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
-                    for f in g.get("flavors") or []]
+    flavor_names = [
+        f.get("name")
+        for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+        for f in g.get("flavors") or []
+    ]
     topologies = []
     for flavor_name in flavor_names:
         flavor = facts.get(api, "ResourceFlavor", flavor_name) if flavor_name else None
@@ -147,10 +222,17 @@ def _topology(facts: Facts, api: str, release: Release, workload: Workload,
         if topology_name:
             topologies.append(topology_name)
     if not topologies:
-        return [Result("queue.topology", verdict, f"the pods ask for topology level {level} ({key.rsplit('/', 1)[1]}) "
-                       f"but no ResourceFlavor of ClusterQueue {cluster_queue['metadata']['name']} names a Topology",
-                       "set spec.topologyName on the GPU ResourceFlavor and create the Topology (Kueue TAS)"
-                       + ("" if required else "; without it Kueue ignores the preference"), release.name)]
+        return [
+            Result(
+                "queue.topology",
+                verdict,
+                f"the pods ask for topology level {level} ({key.rsplit('/', 1)[1]}) "
+                f"but no ResourceFlavor of ClusterQueue {cluster_queue['metadata']['name']} names a Topology",
+                "set spec.topologyName on the GPU ResourceFlavor and create the Topology (Kueue TAS)"
+                + ("" if required else "; without it Kueue ignores the preference"),
+                release.name,
+            )
+        ]
     levels = []
     for name in topologies:
         topology = None
@@ -160,9 +242,16 @@ def _topology(facts: Facts, api: str, release: Release, workload: Workload,
                 break
         levels += [lv.get("nodeLabel") for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
     if level not in levels:
-        return [Result("queue.topology", verdict, f"topology level {level} is not a level of Topology "
-                       f"{', '.join(topologies)} (levels: {', '.join(levels) or 'none'})",
-                       "add the level to the Topology, or ask for one of its levels", release.name)]
+        return [
+            Result(
+                "queue.topology",
+                verdict,
+                f"topology level {level} is not a level of Topology "
+                f"{', '.join(topologies)} (levels: {', '.join(levels) or 'none'})",
+                "add the level to the Topology, or ask for one of its levels",
+                release.name,
+            )
+        ]
     return [Result("queue.topology", OK, f"Topology {', '.join(topologies)} has level {level}", release=release.name)]
 
 

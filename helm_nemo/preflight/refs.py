@@ -58,7 +58,10 @@ def _references(spec: dict[str, Any]) -> Iterator[tuple[str, str, bool]]:
     account = spec.get("serviceAccountName") or spec.get("serviceAccount")
     if account and account != "default":  # every namespace has "default"
         yield "refs.serviceaccounts", account, False
-    if spec.get("priorityClassName") and spec["priorityClassName"] not in ("system-cluster-critical", "system-node-critical"):
+    if spec.get("priorityClassName") and spec["priorityClassName"] not in (
+        "system-cluster-critical",
+        "system-node-critical",
+    ):
         yield "refs.priorityclass", spec["priorityClassName"], False
 
 
@@ -67,8 +70,9 @@ def references(facts: Facts, releases: list[Release], options: dict[str, Any]) -
     for release in releases:
         for obj in release.objects:
             meta = obj.get("metadata") or {}
-            created.setdefault((obj.get("kind", ""), meta.get("namespace") or release.namespace, meta.get("name", "")),
-                               release.name)
+            created.setdefault(
+                (obj.get("kind", ""), meta.get("namespace") or release.namespace, meta.get("name", "")), release.name
+            )
             if obj.get("kind") in ("PriorityClass",):
                 created.setdefault((obj["kind"], "", meta.get("name", "")), release.name)
     found: dict[str, list[str]] = {check: [] for check in KINDS}
@@ -100,20 +104,28 @@ def references(facts: Facts, releases: list[Release], options: dict[str, Any]) -
                         unbound.append(entry)
                 found[check].append(label)
     results = []
-    hints = {"refs.pvc": "create the PersistentVolumeClaim (its storage release first: a recipe lists it before "
-                         "the workload), or fix claimName",
-             "refs.secrets": "kubectl create secret … -n NAMESPACE, or fix the name in the values",
-             "refs.configmaps": "kubectl create configmap … -n NAMESPACE, or fix the name in the values",
-             "refs.serviceaccounts": "create the ServiceAccount (and its Workload Identity binding), or set the "
-                                     "name the cluster has",
-             "refs.priorityclass": "kubectl get priorityclasses; create it or use one of them"}
+    hints = {
+        "refs.pvc": "create the PersistentVolumeClaim (its storage release first: a recipe lists it before "
+        "the workload), or fix claimName",
+        "refs.secrets": "kubectl create secret … -n NAMESPACE, or fix the name in the values",
+        "refs.configmaps": "kubectl create configmap … -n NAMESPACE, or fix the name in the values",
+        "refs.serviceaccounts": "create the ServiceAccount (and its Workload Identity binding), or set the "
+        "name the cluster has",
+        "refs.priorityclass": "kubectl get priorityclasses; create it or use one of them",
+    }
     for check in KINDS:
         kind = KINDS[check][1]
         if missing[check]:
             results.append(Result(check, FAIL, f"{kind} missing: {first(missing[check])}", hints[check]))
         elif check == "refs.pvc" and unbound:
-            results.append(Result(check, WARN, f"PersistentVolumeClaim {first(unbound)}: pods wait until it is Bound",
-                                  "kubectl describe pvc NAME: its PersistentVolume or StorageClass"))
+            results.append(
+                Result(
+                    check,
+                    WARN,
+                    f"PersistentVolumeClaim {first(unbound)}: pods wait until it is Bound",
+                    "kubectl describe pvc NAME: its PersistentVolume or StorageClass",
+                )
+            )
         elif found[check]:
             results.append(Result(check, OK, f"{kind} found: {first(sorted(set(found[check])), 4)}"))
         else:

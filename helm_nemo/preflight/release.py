@@ -24,8 +24,14 @@ def namespace(facts: Facts, releases: list[Release], options: dict[str, Any]) ->
         return [Result("namespace.exists", OK, f"namespace {', '.join(names)} exists")]
     if options.get("create_namespace"):
         return [Result("namespace.exists", OK, f"namespace {', '.join(missing)} will be created (--create-namespace)")]
-    return [Result("namespace.exists", FAIL, f"namespace {', '.join(missing)} does not exist",
-                   f"kubectl create namespace {missing[0]} (or pass --create-namespace)")]
+    return [
+        Result(
+            "namespace.exists",
+            FAIL,
+            f"namespace {', '.join(missing)} does not exist",
+            f"kubectl create namespace {missing[0]} (or pass --create-namespace)",
+        )
+    ]
 
 
 def _driver() -> str:
@@ -49,8 +55,14 @@ def _record(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 def release_name(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
     driver = _driver()
     if driver not in ("secret", "secrets", "configmap", "configmaps"):
-        return [Result("release.name", SKIPPED, f"helm stores releases with HELM_DRIVER={driver}, not in the cluster",
-                       "helm nemo reads Secret and ConfigMap release records only")]
+        return [
+            Result(
+                "release.name",
+                SKIPPED,
+                f"helm stores releases with HELM_DRIVER={driver}, not in the cluster",
+                "helm nemo reads Secret and ConfigMap release records only",
+            )
+        ]
     kind = "ConfigMap" if driver.startswith("configmap") else "Secret"
     upgrade, install_missing = options.get("mode") == "upgrade", options.get("install_missing")
     results = []
@@ -58,36 +70,70 @@ def release_name(facts: Facts, releases: list[Release], options: dict[str, Any])
         records = facts.list("v1", kind, release.namespace, {"labelSelector": f"name={release.name},owner=helm"}) or []
         if not records:
             if upgrade and not install_missing:
-                results.append(Result("release.name", FAIL, f"{release.name} is not installed in {release.namespace}",
-                                      "helm nemo install (or upgrade --install)", release.name))
+                results.append(
+                    Result(
+                        "release.name",
+                        FAIL,
+                        f"{release.name} is not installed in {release.namespace}",
+                        "helm nemo install (or upgrade --install)",
+                        release.name,
+                    )
+                )
             else:
-                results.append(Result("release.name", OK, f"{release.name} is free in {release.namespace}",
-                                      release=release.name))
+                results.append(
+                    Result("release.name", OK, f"{release.name} is free in {release.namespace}", release=release.name)
+                )
             continue
         latest = max(records, key=lambda o: int((o.get("metadata", {}).get("labels") or {}).get("version", "0") or 0))
         labels = latest.get("metadata", {}).get("labels") or {}
         status, revision = labels.get("status", "?"), labels.get("version", "?")
         chart = (_record(latest, kind).get("chart") or {}).get("metadata") or {}
         ours = chart.get("name") and chart.get("name") == _chart_name(release)
-        what = f"{release.name} is installed in {release.namespace} (revision {revision}, {status}" + \
-               (f", chart {chart.get('name')} {chart.get('version', '')}".rstrip() if chart.get("name") else "") + ")"
+        what = (
+            f"{release.name} is installed in {release.namespace} (revision {revision}, {status}"
+            + (f", chart {chart.get('name')} {chart.get('version', '')}".rstrip() if chart.get("name") else "")
+            + ")"
+        )
         if upgrade:
             if ours or not chart.get("name"):
                 results.append(Result("release.name", OK, what, release=release.name))
             else:
-                results.append(Result("release.name", FAIL, what + f": not chart {_chart_name(release)}",
-                                      "choose another release name, or uninstall the other release first", release.name))
+                results.append(
+                    Result(
+                        "release.name",
+                        FAIL,
+                        what + f": not chart {_chart_name(release)}",
+                        "choose another release name, or uninstall the other release first",
+                        release.name,
+                    )
+                )
         elif status in ("failed", "pending-install", "uninstalling") and options.get("mode") == "install":
-            results.append(Result("release.name", FAIL, what, f"helm nemo uninstall, then install again "
-                                  f"(a {status} release keeps its name)", release.name))
+            results.append(
+                Result(
+                    "release.name",
+                    FAIL,
+                    what,
+                    f"helm nemo uninstall, then install again (a {status} release keeps its name)",
+                    release.name,
+                )
+            )
         elif ours:
             verdict = FAIL if options.get("mode") == "install" else WARN
-            results.append(Result("release.name", verdict, what, "it is this chart: helm nemo upgrade is the command",
-                                  release.name))
+            results.append(
+                Result(
+                    "release.name", verdict, what, "it is this chart: helm nemo upgrade is the command", release.name
+                )
+            )
         else:
-            results.append(Result("release.name", FAIL, what + f", not chart {_chart_name(release)}",
-                                  "choose another release name (release: in the values, or the RELEASE argument)",
-                                  release.name))
+            results.append(
+                Result(
+                    "release.name",
+                    FAIL,
+                    what + f", not chart {_chart_name(release)}",
+                    "choose another release name (release: in the values, or the RELEASE argument)",
+                    release.name,
+                )
+            )
     return results
 
 
@@ -131,7 +177,13 @@ def objects_free(facts: Facts, releases: list[Release], options: dict[str, Any])
             by = f"release {owner} in {owner_ns}" if owner else "no helm release"
             taken.append(f"{kind} {ns + '/' if ns else ''}{name} of {release.name} (owned by {by})")
     if taken:
-        return [Result("objects.free", FAIL, f"already exist: {first(taken)}",
-                       "delete them, rename the release (its objects are named after it), or uninstall the release "
-                       "that owns them")]
+        return [
+            Result(
+                "objects.free",
+                FAIL,
+                f"already exist: {first(taken)}",
+                "delete them, rename the release (its objects are named after it), or uninstall the release "
+                "that owns them",
+            )
+        ]
     return [Result("objects.free", OK, f"none of the {checked} objects exists, or each belongs to its release")]

@@ -51,7 +51,12 @@ def text(results: list[Result], *, header: str, color: bool = False) -> str:
 
 def as_json(results: list[Result], *, target: dict[str, Any], code: int) -> str:
     counts = {v: sum(1 for r in results if r.verdict == v) for v in (OK, WARN, FAIL, SKIPPED)}
-    document = {"ok": code == 0, "exit_code": code, **target, "summary": counts,
-                "failed": sorted({r.id for r in results if r.verdict == FAIL}),
-                "checks": [r.as_json() for r in results]}
+    document = {
+        "ok": code == 0,
+        "exit_code": code,
+        **target,
+        "summary": counts,
+        "failed": sorted({r.id for r in results if r.verdict == FAIL}),
+        "checks": [r.as_json() for r in results],
+    }
     return json.dumps(document, indent=2)

@@ -75,8 +75,16 @@ def _optional_list(client: KubeClient, path: str, query: dict[str, Any]) -> list
         raise
 
 
-def pod_log(client: KubeClient, namespace: str, pod: str, container: str | None, tail: int, *, previous: bool = False,
-            timestamps: bool = True) -> str:
+def pod_log(
+    client: KubeClient,
+    namespace: str,
+    pod: str,
+    container: str | None,
+    tail: int,
+    *,
+    previous: bool = False,
+    timestamps: bool = True,
+) -> str:
     query = {"tailLines": str(tail)}
     if container:
         query["container"] = container
@@ -116,10 +124,17 @@ def _preference(pod: dict[str, Any]) -> tuple[bool, str]:
     return (status.get("phase") == "Running", (pod.get("metadata") or {}).get("creationTimestamp", ""))
 
 
-def read_statuses(client: KubeClient, namespace: str, releases: list[str],
-                  run_inputs: dict[str, RunInputs] | None = None, *,
-                  now: datetime | None = None, with_logs: bool = True, stall_factor: float | None = None,
-                  tail: int = TAIL_LINES) -> list[ReleaseStatus]:
+def read_statuses(
+    client: KubeClient,
+    namespace: str,
+    releases: list[str],
+    run_inputs: dict[str, RunInputs] | None = None,
+    *,
+    now: datetime | None = None,
+    with_logs: bool = True,
+    stall_factor: float | None = None,
+    tail: int = TAIL_LINES,
+) -> list[ReleaseStatus]:
     """The status of each release (in the order given)."""
     from helm_nemo.status import signatures
 
@@ -141,8 +156,9 @@ def read_statuses(client: KubeClient, namespace: str, releases: list[str],
             status.workload = objects.workload_state(obj)
     uids = {s.workload.uid: s for s in out.values() if s.workload and s.workload.uid}
     if uids:
-        workloads = _optional_list(client, WORKLOADS.format(ns=ns),
-                                   {"labelSelector": _selector(kueue.KUEUE_JOB_UID, uids)})
+        workloads = _optional_list(
+            client, WORKLOADS.format(ns=ns), {"labelSelector": _selector(kueue.KUEUE_JOB_UID, uids)}
+        )
         for item in workloads or []:
             uid = ((item.get("metadata") or {}).get("labels") or {}).get(kueue.KUEUE_JOB_UID)
             if uid in uids:
@@ -177,8 +193,15 @@ def read_statuses(client: KubeClient, namespace: str, releases: list[str],
     return [out[name] for name in releases]
 
 
-def _read_progress(client: KubeClient, status: ReleaseStatus, ordered: list[dict[str, Any]], run: RunInputs | None,
-                   now: datetime | None, stall_factor: float | None, tail: int) -> None:
+def _read_progress(
+    client: KubeClient,
+    status: ReleaseStatus,
+    ordered: list[dict[str, Any]],
+    run: RunInputs | None,
+    now: datetime | None,
+    stall_factor: float | None,
+    tail: int,
+) -> None:
     from helm_nemo.kube import KubeApiError
 
     kwargs: dict[str, Any] = {"now": now or datetime.now(UTC)}
@@ -206,14 +229,18 @@ def _read_progress(client: KubeClient, status: ReleaseStatus, ordered: list[dict
             return
 
 
-def _read_failures(client: KubeClient, status: ReleaseStatus, pods: list[dict[str, Any]],
-                   signatures: ModuleType) -> None:
+def _read_failures(
+    client: KubeClient, status: ReleaseStatus, pods: list[dict[str, Any]], signatures: ModuleType
+) -> None:
     """The last lines of the first pods that failed (their previous container when it restarted), and the
     failure signatures in them."""
     from helm_nemo.kube import KubeApiError
 
-    fatal = [p for p in status.pods.problems if p.fatal and p.reason in
-             ("OOMKilled", "Error", "Failed", "CrashLoopBackOff", "RunContainerError")]
+    fatal = [
+        p
+        for p in status.pods.problems
+        if p.fatal and p.reason in ("OOMKilled", "Error", "Failed", "CrashLoopBackOff", "RunContainerError")
+    ]
     fatal.sort(key=lambda p: p.at or "~")
     by_name = {p["metadata"]["name"]: p for p in pods}
     for problem in fatal[:FAILED_PODS_READ]:
@@ -222,8 +249,14 @@ def _read_failures(client: KubeClient, status: ReleaseStatus, pods: list[dict[st
             continue
         running = (pod.get("status") or {}).get("phase") == "Running"
         try:
-            text = pod_log(client, status.namespace, problem.pod, problem.container or main_container(pod),
-                           FAILED_TAIL, previous=running)
+            text = pod_log(
+                client,
+                status.namespace,
+                problem.pod,
+                problem.container or main_container(pod),
+                FAILED_TAIL,
+                previous=running,
+            )
         except KubeApiError:
             continue
         status.hits += signatures.scan(text, problem.pod)

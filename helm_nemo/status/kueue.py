@@ -30,8 +30,15 @@ class KueueState:
     queue: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "state": self.state, "why": self.why, "message": self.message,
-                "since": self.since, "cluster_queue": self.cluster_queue, "queue": self.queue}
+        return {
+            "name": self.name,
+            "state": self.state,
+            "why": self.why,
+            "message": self.message,
+            "since": self.since,
+            "cluster_queue": self.cluster_queue,
+            "queue": self.queue,
+        }
 
     def words(self) -> str:
         if self.state == "pending":
@@ -42,10 +49,16 @@ class KueueState:
         return f"Kueue: {self.state}" + (f": {self.message}" if self.message else "")
 
 
-_TOPOLOGY = re.compile(r'topology "[^"]*" (doesn\'t allow to fit|allows to fit only)|supports only TopologyAwareScheduling'
-                       r'|podset-(required|preferred|slice-required)-topology', re.I)
-_QUOTA = re.compile(r"insufficient (unused )?quota|borrowing limit|exceeds? .*quota|resource \S+ unavailable in "
-                    r"ClusterQueue|maximum capacity|not found in ClusterQueue|no flavor", re.I)
+_TOPOLOGY = re.compile(
+    r'topology "[^"]*" (doesn\'t allow to fit|allows to fit only)|supports only TopologyAwareScheduling'
+    r"|podset-(required|preferred|slice-required)-topology",
+    re.I,
+)
+_QUOTA = re.compile(
+    r"insufficient (unused )?quota|borrowing limit|exceeds? .*quota|resource \S+ unavailable in "
+    r"ClusterQueue|maximum capacity|not found in ClusterQueue|no flavor",
+    re.I,
+)
 _FLAVORS = re.compile(r"^couldn't assign flavors to pod set [^:]+: ")
 
 
@@ -53,8 +66,12 @@ def kueue_state(workload: dict[str, Any]) -> KueueState:
     meta = workload.get("metadata") or {}
     status = workload.get("status") or {}
     conds = conditions(workload)
-    out = KueueState(meta.get("name", ""), "pending", queue=(workload.get("spec") or {}).get("queueName", ""),
-                     cluster_queue=(status.get("admission") or {}).get("clusterQueue", ""))
+    out = KueueState(
+        meta.get("name", ""),
+        "pending",
+        queue=(workload.get("spec") or {}).get("queueName", ""),
+        cluster_queue=(status.get("admission") or {}).get("clusterQueue", ""),
+    )
     finished, evicted = conds.get("Finished"), conds.get("Evicted")
     admitted, reserved = conds.get("Admitted"), conds.get("QuotaReserved")
     if finished and finished.true:
@@ -70,8 +87,12 @@ def kueue_state(workload: dict[str, Any]) -> KueueState:
         message = pending.message if pending else ""
         if not message and reserved and reserved.true:
             checks = [c for c in status.get("admissionChecks") or [] if c.get("state") != "Ready"]
-            message = "; ".join(f"admission check {c.get('name')}: {c.get('state')} {c.get('message', '')}".strip()
-                                for c in checks) or "quota reserved, waiting for admission checks"
+            message = (
+                "; ".join(
+                    f"admission check {c.get('name')}: {c.get('state')} {c.get('message', '')}".strip() for c in checks
+                )
+                or "quota reserved, waiting for admission checks"
+            )
         out.message = _FLAVORS.sub("", message)
         out.since = pending.time if pending else ""
         reason = pending.reason if pending else ""

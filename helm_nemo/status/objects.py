@@ -36,8 +36,16 @@ WAITING_FAILURES = {
     "RunContainerError": "the container cannot be started",
     "CrashLoopBackOff": "the container keeps crashing",
 }
-SIGNALS = {129: "SIGHUP", 130: "SIGINT", 134: "SIGABRT", 135: "SIGBUS", 136: "SIGFPE", 137: "SIGKILL",
-           139: "SIGSEGV", 143: "SIGTERM"}
+SIGNALS = {
+    129: "SIGHUP",
+    130: "SIGINT",
+    134: "SIGABRT",
+    135: "SIGBUS",
+    136: "SIGFPE",
+    137: "SIGKILL",
+    139: "SIGSEGV",
+    143: "SIGTERM",
+}
 
 
 def parse_time(text: str | None) -> datetime | None:
@@ -74,11 +82,15 @@ class Condition:
 def conditions(obj: dict[str, Any]) -> dict[str, Condition]:
     """status.conditions by type."""
     out = {}
-    for item in ((obj.get("status") or {}).get("conditions") or []):
+    for item in (obj.get("status") or {}).get("conditions") or []:
         if isinstance(item, dict) and item.get("type"):
-            out[item["type"]] = Condition(item["type"], str(item.get("status", "")), item.get("reason") or "",
-                                          _one_line(item.get("message") or ""),
-                                          item.get("lastTransitionTime") or item.get("lastProbeTime") or "")
+            out[item["type"]] = Condition(
+                item["type"],
+                str(item.get("status", "")),
+                item.get("reason") or "",
+                _one_line(item.get("message") or ""),
+                item.get("lastTransitionTime") or item.get("lastProbeTime") or "",
+            )
     return out
 
 
@@ -122,10 +134,18 @@ class WorkloadState:
     queue: str = ""  # the kueue.x-k8s.io/queue-name label: Kueue should create a Workload
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "state": self.state, "reason": self.reason,
-                "message": self.message, "since": self.since, "restarts": self.restarts,
-                "max_restarts": self.max_restarts, "pods_expected": self.pods_expected,
-                "replicated_jobs": [vars(job) for job in self.jobs]}
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "state": self.state,
+            "reason": self.reason,
+            "message": self.message,
+            "since": self.since,
+            "restarts": self.restarts,
+            "max_restarts": self.max_restarts,
+            "pods_expected": self.pods_expected,
+            "replicated_jobs": [vars(job) for job in self.jobs],
+        }
 
 
 def workload_state(obj: dict[str, Any]) -> WorkloadState:
@@ -135,8 +155,14 @@ def workload_state(obj: dict[str, Any]) -> WorkloadState:
     status = obj.get("status") or {}
     conds = conditions(obj)
     kind = obj.get("kind", "")
-    out = WorkloadState(kind, meta.get("name", ""), meta.get("uid", ""), "Active", created=meta.get("creationTimestamp", ""),
-                        queue=(meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""))
+    out = WorkloadState(
+        kind,
+        meta.get("name", ""),
+        meta.get("uid", ""),
+        "Active",
+        created=meta.get("creationTimestamp", ""),
+        queue=(meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
+    )
     if kind == "JobSet":
         out.restarts = int(status.get("restarts") or 0)
         max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
@@ -147,15 +173,27 @@ def workload_state(obj: dict[str, Any]) -> WorkloadState:
             parallelism = int((((rjob.get("template") or {}).get("spec") or {}).get("parallelism", 1)) or 0)
             out.pods_expected += replicas * parallelism
             seen = counts.get(rjob.get("name"), {})
-            out.jobs.append(ReplicatedJob(rjob.get("name", ""), replicas, *(int(seen.get(k) or 0) for k in
-                                                                            ("ready", "active", "succeeded", "failed",
-                                                                             "suspended"))))
+            out.jobs.append(
+                ReplicatedJob(
+                    rjob.get("name", ""),
+                    replicas,
+                    *(int(seen.get(k) or 0) for k in ("ready", "active", "succeeded", "failed", "suspended")),
+                )
+            )
         done, failed = conds.get("Completed"), conds.get("Failed")
     else:
         out.pods_expected = int(spec.get("parallelism", 1) or 0)
-        out.jobs.append(ReplicatedJob(meta.get("name", ""), 1, int(status.get("ready") or 0),
-                                      int(status.get("active") or 0), int(status.get("succeeded") or 0),
-                                      int(status.get("failed") or 0), 0))
+        out.jobs.append(
+            ReplicatedJob(
+                meta.get("name", ""),
+                1,
+                int(status.get("ready") or 0),
+                int(status.get("active") or 0),
+                int(status.get("succeeded") or 0),
+                int(status.get("failed") or 0),
+                0,
+            )
+        )
         done, failed = conds.get("Complete"), conds.get("Failed")
     suspended = conds.get("Suspended")
     if done and done.true:
@@ -188,8 +226,15 @@ class PodProblem:
     rank: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "reason": self.reason, "message": self.words, "container": self.container,
-                "exit_code": self.exit_code, "at": self.at, "rank": self.rank}
+        return {
+            "pod": self.pod,
+            "reason": self.reason,
+            "message": self.words,
+            "container": self.container,
+            "exit_code": self.exit_code,
+            "at": self.at,
+            "rank": self.rank,
+        }
 
 
 _NODES_AVAILABLE = re.compile(r"^(\d+)/(\d+) nodes are available: (.*)$")
@@ -206,8 +251,13 @@ def condense_scheduling(message: str) -> str:
     parts = []
     for part in re.split(r",\s*(?=\d+ )", match.group(3)):
         count, _, what = part.strip().rstrip(".").partition(" ")
-        what = (what.replace("node(s) had ", "").replace("node(s) didn't match Pod's ", "didn't match ")
-                .replace("node(s) didn't ", "didn't ").replace("node(s) were ", "").replace("node(s) ", ""))
+        what = (
+            what.replace("node(s) had ", "")
+            .replace("node(s) didn't match Pod's ", "didn't match ")
+            .replace("node(s) didn't ", "didn't ")
+            .replace("node(s) were ", "")
+            .replace("node(s) ", "")
+        )
         parts.append((int(count) if count.isdigit() else 0, what))
     parts.sort(key=lambda p: -p[0])
     return f"{match.group(1)}/{match.group(2)} nodes available: " + ", ".join(f"{n} {what}" for n, what in parts)
@@ -248,19 +298,37 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
     rank = pod_rank(pod)
     phase = status.get("phase", "")
     if status.get("reason") == "Evicted":
-        return PodProblem(name, "Evicted", f"evicted: {_one_line(status.get('message') or '')}".rstrip(": "),
-                          at=_pod_time(status), rank=rank)
+        return PodProblem(
+            name,
+            "Evicted",
+            f"evicted: {_one_line(status.get('message') or '')}".rstrip(": "),
+            at=_pod_time(status),
+            rank=rank,
+        )
     conds = conditions(pod)
     scheduled = conds.get("PodScheduled")
     if phase == "Pending" and scheduled and not scheduled.true:
         if scheduled.reason == "SchedulingGated":
             gates = ", ".join(g.get("name", "") for g in (pod.get("spec") or {}).get("schedulingGates") or [])
-            return PodProblem(name, "SchedulingGated", f"waiting for scheduling gate(s) {gates or '?'}",
-                              at=scheduled.time, fatal=False, rank=rank)
-        return PodProblem(name, "FailedScheduling", condense_scheduling(scheduled.message) or scheduled.reason,
-                          at=scheduled.time, fatal=False, rank=rank)
-    statuses = [("init", s) for s in status.get("initContainerStatuses") or []] + \
-               [("main", s) for s in status.get("containerStatuses") or []]
+            return PodProblem(
+                name,
+                "SchedulingGated",
+                f"waiting for scheduling gate(s) {gates or '?'}",
+                at=scheduled.time,
+                fatal=False,
+                rank=rank,
+            )
+        return PodProblem(
+            name,
+            "FailedScheduling",
+            condense_scheduling(scheduled.message) or scheduled.reason,
+            at=scheduled.time,
+            fatal=False,
+            rank=rank,
+        )
+    statuses = [("init", s) for s in status.get("initContainerStatuses") or []] + [
+        ("main", s) for s in status.get("containerStatuses") or []
+    ]
     # the training container first: its trouble is the one that matters
     statuses.sort(key=lambda item: item[1].get("name") != workload_container)
     for _, cstatus in statuses:
@@ -277,8 +345,15 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
                 reason_word = f"{term_reason}, " if term_reason and term_reason != "Error" else ""
                 words += f" (restarted {cstatus.get('restartCount', 0)}x; last: {reason_word}{term_words})"
                 if term_reason == "OOMKilled":
-                    return PodProblem(name, "OOMKilled", f"out of memory (OOMKilled), {words}", container, code,
-                                      last.get("finishedAt", ""), rank=rank)
+                    return PodProblem(
+                        name,
+                        "OOMKilled",
+                        f"out of memory (OOMKilled), {words}",
+                        container,
+                        code,
+                        last.get("finishedAt", ""),
+                        rank=rank,
+                    )
                 return PodProblem(name, reason, words, container, code, last.get("finishedAt", ""), rank=rank)
             if detail:
                 words += f": {detail[:300]}"
@@ -287,23 +362,40 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
         if term and term.get("exitCode", 0) != 0:
             words, code, reason = _terminated_words(term)
             if reason == "OOMKilled":
-                return PodProblem(name, "OOMKilled", f"out of memory (OOMKilled), {words}", container, code,
-                                  term.get("finishedAt", ""), rank=rank)
+                return PodProblem(
+                    name,
+                    "OOMKilled",
+                    f"out of memory (OOMKilled), {words}",
+                    container,
+                    code,
+                    term.get("finishedAt", ""),
+                    rank=rank,
+                )
             return PodProblem(name, "Error", words, container, code, term.get("finishedAt", ""), rank=rank)
         if last.get("reason") == "OOMKilled" and phase == "Running":
             words, code, _ = _terminated_words(last)
-            return PodProblem(name, "OOMKilled", f"was out of memory (OOMKilled) and restarted, {words}", container,
-                              code, last.get("finishedAt", ""), fatal=False, rank=rank)
+            return PodProblem(
+                name,
+                "OOMKilled",
+                f"was out of memory (OOMKilled) and restarted, {words}",
+                container,
+                code,
+                last.get("finishedAt", ""),
+                fatal=False,
+                rank=rank,
+            )
     if phase == "Failed":
         message = _one_line(status.get("message") or "")
-        return PodProblem(name, status.get("reason") or "Failed", message or "the pod failed", at=_pod_time(status),
-                          rank=rank)
+        return PodProblem(
+            name, status.get("reason") or "Failed", message or "the pod failed", at=_pod_time(status), rank=rank
+        )
     return None
 
 
 def _pod_time(status: dict[str, Any]) -> str:
-    times: list[str] = [c.get("lastTransitionTime") for c in status.get("conditions") or []
-                        if c.get("lastTransitionTime")]
+    times: list[str] = [
+        c.get("lastTransitionTime") for c in status.get("conditions") or [] if c.get("lastTransitionTime")
+    ]
     start: str = status.get("startTime", "")
     return max(times) if times else start
 
@@ -321,8 +413,15 @@ class ProblemGroup:
     container: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"reason": self.reason, "message": self.words, "pods": self.pods, "count": len(self.pods),
-                "at": self.at, "exit_code": self.exit_code, "container": self.container}
+        return {
+            "reason": self.reason,
+            "message": self.words,
+            "pods": self.pods,
+            "count": len(self.pods),
+            "at": self.at,
+            "exit_code": self.exit_code,
+            "container": self.container,
+        }
 
 
 @dataclass
@@ -337,8 +436,13 @@ class PodSummary:
     groups: list[ProblemGroup] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        return {"total": self.total, "phases": self.phases, "ready": self.ready, "restarts": self.restarts,
-                "problems": [g.as_json() for g in self.groups]}
+        return {
+            "total": self.total,
+            "phases": self.phases,
+            "ready": self.ready,
+            "restarts": self.restarts,
+            "problems": [g.as_json() for g in self.groups],
+        }
 
     def counts(self) -> str:
         order = ("Running", "Pending", "Succeeded", "Failed", "Unknown")
@@ -348,9 +452,22 @@ class PodSummary:
 
 
 # Which reason explains a group first (the most actionable at the top)
-_ORDER = ("OOMKilled", "Error", "Evicted", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull",
-          "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff", "Failed",
-          "FailedScheduling", "SchedulingGated")
+_ORDER = (
+    "OOMKilled",
+    "Error",
+    "Evicted",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+    "Failed",
+    "FailedScheduling",
+    "SchedulingGated",
+)
 
 
 def summarize_pods(pods: list[dict[str, Any]], workload_container: str = "workload") -> PodSummary:
@@ -374,8 +491,9 @@ def summarize_pods(pods: list[dict[str, Any]], workload_container: str = "worklo
         key = (problem.reason, problem.words)
         group = groups.get(key)
         if group is None:
-            group = groups[key] = ProblemGroup(problem.reason, problem.words, [], problem.at, problem.fatal,
-                                               problem.exit_code, problem.container)
+            group = groups[key] = ProblemGroup(
+                problem.reason, problem.words, [], problem.at, problem.fatal, problem.exit_code, problem.container
+            )
         group.pods.append(problem.pod)
         group.at = min(group.at, problem.at) if group.at and problem.at else group.at or problem.at
     rank = {reason: index for index, reason in enumerate(_ORDER)}
@@ -400,8 +518,13 @@ class EventLine:
     count: int = 1
 
     def as_json(self) -> dict[str, Any]:
-        return {"at": self.at, "object": f"{self.kind}/{self.name}", "reason": self.reason, "message": self.message,
-                "count": self.count}
+        return {
+            "at": self.at,
+            "object": f"{self.kind}/{self.name}",
+            "reason": self.reason,
+            "message": self.message,
+            "count": self.count,
+        }
 
     def text(self) -> str:
         times = f" (x{self.count})" if self.count > 1 else ""
@@ -409,8 +532,9 @@ class EventLine:
         return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
 
 
-def warning_events(events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(),
-                   limit: int = 8) -> list[EventLine]:
+def warning_events(
+    events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(), limit: int = 8
+) -> list[EventLine]:
     """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
     message on many pods of the release is one line with the count summed."""
     merged: dict[tuple[str, str, str], EventLine] = {}
@@ -421,15 +545,24 @@ def warning_events(events: list[dict[str, Any]], names: set[str], uids: Abstract
         if obj.get("name") not in names and obj.get("uid") not in uids:
             continue
         count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
-        at = event.get("lastTimestamp") or (event.get("series") or {}).get("lastObservedTime") or \
-            event.get("eventTime") or event.get("firstTimestamp") or (event.get("metadata") or {}).get("creationTimestamp", "")
+        at = (
+            event.get("lastTimestamp")
+            or (event.get("series") or {}).get("lastObservedTime")
+            or event.get("eventTime")
+            or event.get("firstTimestamp")
+            or (event.get("metadata") or {}).get("creationTimestamp", "")
+        )
         message = _one_line(event.get("message") or event.get("note") or "")
-        key = (obj.get("kind", ""), event.get("reason", ""), message if obj.get("kind") != "Pod" else
-               condense_scheduling(message))
+        key = (
+            obj.get("kind", ""),
+            event.get("reason", ""),
+            message if obj.get("kind") != "Pod" else condense_scheduling(message),
+        )
         line = merged.get(key)
         if line is None:
-            merged[key] = EventLine(at or "", obj.get("kind", ""), obj.get("name", ""), event.get("reason", ""),
-                                    message, count)
+            merged[key] = EventLine(
+                at or "", obj.get("kind", ""), obj.get("name", ""), event.get("reason", ""), message, count
+            )
         else:
             line.count += count
             if (at or "") > line.at:

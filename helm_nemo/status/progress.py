@@ -94,14 +94,24 @@ class Progress:
         return min(1.0, self.steps_done / self.max_steps) if self.max_steps else None
 
     def as_json(self) -> dict[str, Any]:
-        return {"format": self.format, "last_step": self.last_step, "steps_done": self.steps_done,
-                "max_steps": self.max_steps, "max_steps_from": self.max_steps_from, "step_time_s": self.step_time_s,
-                "steps_averaged": [self.first_step, self.last_step] if self.first_step is not None else None,
-                "tflops_per_gpu": self.tflops_per_gpu, "mfu": self.mfu, "tokens_per_s": self.tokens_per_s,
-                "eta_s": self.eta_s,
-                "last_step_at": self.last_step_at.isoformat().replace("+00:00", "Z") if self.last_step_at else None,
-                "since_last_step_s": self.since_last_s, "stall_after_s": self.stall_after_s, "stalled": self.stalled,
-                "notes": self.notes}
+        return {
+            "format": self.format,
+            "last_step": self.last_step,
+            "steps_done": self.steps_done,
+            "max_steps": self.max_steps,
+            "max_steps_from": self.max_steps_from,
+            "step_time_s": self.step_time_s,
+            "steps_averaged": [self.first_step, self.last_step] if self.first_step is not None else None,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "tokens_per_s": self.tokens_per_s,
+            "eta_s": self.eta_s,
+            "last_step_at": self.last_step_at.isoformat().replace("+00:00", "Z") if self.last_step_at else None,
+            "since_last_step_s": self.since_last_s,
+            "stall_after_s": self.stall_after_s,
+            "stalled": self.stalled,
+            "notes": self.notes,
+        }
 
 
 def split_timestamps(text: str) -> tuple[list[tuple[int, str]], dict[int, datetime]]:
@@ -130,8 +140,15 @@ def parse_stamp(text: str) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
-def progress(text: str, run: RunInputs | None = None, *, now: datetime | None = None, name: str = "rank 0",
-             stall_factor: float = STALL_FACTOR, window: int = WINDOW) -> Progress | None:
+def progress(
+    text: str,
+    run: RunInputs | None = None,
+    *,
+    now: datetime | None = None,
+    name: str = "rank 0",
+    stall_factor: float = STALL_FACTOR,
+    window: int = WINDOW,
+) -> Progress | None:
     """The progress a log tail shows, or None when it shows no training step yet."""
     from helm_nemo.metrics.logs import average_seconds, scan_lines, select_steps
     from helm_nemo.metrics.report import figures
@@ -185,7 +202,9 @@ def progress(text: str, run: RunInputs | None = None, *, now: datetime | None = 
         out.since_last_s = max(0.0, (now - out.last_step_at).total_seconds())
         if out.step_time_s is not None:
             out.stall_after_s = max(stall_factor * out.step_time_s, MIN_STALL_S)
-            out.stalled = out.since_last_s > out.stall_after_s and not (out.max_steps and out.steps_done >= out.max_steps)
+            out.stalled = out.since_last_s > out.stall_after_s and not (
+                out.max_steps and out.steps_done >= out.max_steps
+            )
     return out
 
 

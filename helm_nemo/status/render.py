@@ -27,17 +27,23 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
             continue
         work = status.workload
         if work is not None:
-            restarts = f", {work.restarts} restart(s)" + (f" of {work.max_restarts} allowed" if work.max_restarts is not None else "")
+            restarts = f", {work.restarts} restart(s)" + (
+                f" of {work.max_restarts} allowed" if work.max_restarts is not None else ""
+            )
             state = work.state + (f" ({work.reason})" if work.reason else "")
             lines.append(f"  {work.kind} {work.name}: {state}{restarts if work.kind == 'JobSet' else ''}")
             for job in work.jobs:
                 if work.kind == "JobSet":  # the JobSet counts jobs; a Job counts pods
-                    lines.append(f"    replicated job {job.name} ({job.replicas} job(s)): {job.ready} ready, {job.active} "
-                                 f"active, {job.succeeded} succeeded, {job.failed} failed"
-                                 + (f", {job.suspended} suspended" if job.suspended else ""))
+                    lines.append(
+                        f"    replicated job {job.name} ({job.replicas} job(s)): {job.ready} ready, {job.active} "
+                        f"active, {job.succeeded} succeeded, {job.failed} failed"
+                        + (f", {job.suspended} suspended" if job.suspended else "")
+                    )
                 else:
-                    lines.append(f"    pods: {job.ready} ready, {job.active} active, {job.succeeded} succeeded, "
-                                 f"{job.failed} failed")
+                    lines.append(
+                        f"    pods: {job.ready} ready, {job.active} active, {job.succeeded} succeeded, "
+                        f"{job.failed} failed"
+                    )
             if work.state == "Failed" and work.message:
                 lines.append(f"    {work.message[:300]}")
         if status.kueue is not None:
@@ -56,9 +62,11 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
             source = f" (max steps from {p.max_steps_from})" if p.max_steps_from else ""
             lines.append(f"  training: step {steps}{source}, {p.format} log{where}")
             if p.step_time_s is not None:
-                lines.append(f"    step time {p.step_time_s:.4g} s (mean of steps {p.first_step}–{p.last_step})"
-                             + (f", {p.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {p.mfu * 100:.2f} %" if p.mfu is not None else "")
-                             + (f", {p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s is not None else ""))
+                lines.append(
+                    f"    step time {p.step_time_s:.4g} s (mean of steps {p.first_step}–{p.last_step})"
+                    + (f", {p.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {p.mfu * 100:.2f} %" if p.mfu is not None else "")
+                    + (f", {p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s is not None else "")
+                )
             if p.eta_s is not None:
                 lines.append(f"    ETA {duration(p.eta_s)}")
             if p.since_last_s is not None:
@@ -81,8 +89,10 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
             lines.append("  in the logs:")
             for found in group_hits(status.hits)[:5]:
                 first = found.first
-                lines.append(f"    {found.signature.id} ({len(found.pods)} pod(s)): {first.pod} line {first.line}: "
-                             f"{first.text[:160]}")
+                lines.append(
+                    f"    {found.signature.id} ({len(found.pods)} pod(s)): {first.pod} line {first.line}: "
+                    f"{first.text[:160]}"
+                )
         for pod, last in list(status.last_lines.items())[:2]:
             lines.append(f"  last lines of {pod}:")
             lines += [f"    | {line[:200]}" for line in last]
@@ -94,22 +104,34 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
     return "\n\n".join(blocks)
 
 
-def as_json(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, exit_code: int | None = None,
-            indent: int | None = 2) -> str:
+def as_json(
+    statuses: list[ReleaseStatus],
+    verdicts: list[Verdict] | None = None,
+    exit_code: int | None = None,
+    indent: int | None = 2,
+) -> str:
     verdicts = verdicts or [verdict(s) for s in statuses]
     releases = []
     for status, v in zip(statuses, verdicts, strict=True):
         from helm_nemo.status.signatures import group as group_hits
 
-        releases.append({
-            "release": status.release, "namespace": status.namespace, "found": status.found,
-            "state": v.state, "verdict": v.line,
-            "workload": status.workload.as_json() if status.workload else None,
-            "kueue": status.kueue.as_json() if status.kueue else None,
-            "pods": status.pods.as_json(), "claims": status.claims, "rank0_pod": status.rank0,
-            "progress": status.progress.as_json() if status.progress else None,
-            "log_signatures": [g.as_json() for g in group_hits(status.hits)],
-            "last_lines": status.last_lines,
-            "events": [e.as_json() for e in status.events], "notes": status.notes,
-        })
+        releases.append(
+            {
+                "release": status.release,
+                "namespace": status.namespace,
+                "found": status.found,
+                "state": v.state,
+                "verdict": v.line,
+                "workload": status.workload.as_json() if status.workload else None,
+                "kueue": status.kueue.as_json() if status.kueue else None,
+                "pods": status.pods.as_json(),
+                "claims": status.claims,
+                "rank0_pod": status.rank0,
+                "progress": status.progress.as_json() if status.progress else None,
+                "log_signatures": [g.as_json() for g in group_hits(status.hits)],
+                "last_lines": status.last_lines,
+                "events": [e.as_json() for e in status.events],
+                "notes": status.notes,
+            }
+        )
     return json.dumps({"releases": releases, "exit_code": exit_code}, indent=indent, ensure_ascii=False)

@@ -38,8 +38,17 @@ def signatures() -> tuple[Signature, ...]:
     import yaml
 
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
-    return tuple(Signature(item["id"], item["title"], re.compile(item["pattern"]), item.get("hint", ""),
-                           item.get("context", ""), bool(item.get("fatal", True))) for item in data["signatures"])
+    return tuple(
+        Signature(
+            item["id"],
+            item["title"],
+            re.compile(item["pattern"]),
+            item.get("hint", ""),
+            item.get("context", ""),
+            bool(item.get("fatal", True)),
+        )
+        for item in data["signatures"]
+    )
 
 
 @dataclass
@@ -54,8 +63,14 @@ class Hit:
     rank: str = ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"signature": self.signature.id, "pod": self.pod, "line": self.line, "text": self.text,
-                "at": self.at, "rank": self.rank}
+        return {
+            "signature": self.signature.id,
+            "pod": self.pod,
+            "line": self.line,
+            "text": self.text,
+            "at": self.at,
+            "rank": self.rank,
+        }
 
 
 def _rank(line: str) -> str:
@@ -102,8 +117,12 @@ def _exception_line(lines: list[str], start: int, first: str) -> tuple[str, int]
         _, line = _stamp(lines[index])
         if prefix and not line.startswith(prefix):
             continue
-        body = line[len(prefix):]
-        if not body.strip() or body[:1].isspace() or body.startswith(("Traceback", "During handling", "The above exception")):
+        body = line[len(prefix) :]
+        if (
+            not body.strip()
+            or body[:1].isspace()
+            or body.startswith(("Traceback", "During handling", "The above exception"))
+        ):
             continue
         return line, index
     return first, start
@@ -126,8 +145,14 @@ class Group:
         return min(stamped, key=lambda h: h.at) if stamped else self.hits[0]
 
     def as_json(self) -> dict[str, Any]:
-        return {"signature": self.signature.id, "title": self.signature.title, "hint": self.signature.hint,
-                "pods": self.pods, "count": len(self.hits), "first": self.first.as_json()}
+        return {
+            "signature": self.signature.id,
+            "title": self.signature.title,
+            "hint": self.signature.hint,
+            "pods": self.pods,
+            "count": len(self.hits),
+            "first": self.first.as_json(),
+        }
 
 
 def group(hits: list[Hit]) -> list[Group]:

@@ -100,7 +100,7 @@ def core(line: str, width: int = 100) -> str:
     """A log line without its launcher/logger prefixes (`[default3]:[rank27]:[E1125 12:04:11 X.cpp:616]`),
     cut to `width` characters."""
     text = _LINE_PREFIX.sub("", line).strip() or line.strip()
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def verdict(status: ReleaseStatus) -> Verdict:
@@ -109,8 +109,10 @@ def verdict(status: ReleaseStatus) -> Verdict:
         return Verdict("NotFound", f"not found in namespace {status.namespace}")
     if work is not None and work.state == "Completed":
         done = f"{p.steps_done} steps" if p else ""
-        return Verdict("Completed", "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "")
-                       + (f": {done}" if done else ""))
+        return Verdict(
+            "Completed",
+            "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "") + (f": {done}" if done else ""),
+        )
     fatal = [g for g in pods.groups if g.fatal]
     if work is not None and work.state == "Failed":
         why = _first_failure(status) or f"{work.reason}: {work.message}".strip(": ")
@@ -118,19 +120,27 @@ def verdict(status: ReleaseStatus) -> Verdict:
     if fatal:
         return Verdict("Failed", f"Failed: {_first_failure(status)}")
     if p is not None and p.stalled:
-        last = f"last step {p.steps_done}" + (f"/{p.max_steps}" if p.max_steps else "") + \
-               (f" at {p.last_step_at.strftime('%H:%M')}" if p.last_step_at else "")
-        return Verdict("Stalled", f"Stalled: no training step for {duration(p.since_last_s)} (limit "
-                                  f"{duration(p.stall_after_s)}), {last}")
+        last = (
+            f"last step {p.steps_done}"
+            + (f"/{p.max_steps}" if p.max_steps else "")
+            + (f" at {p.last_step_at.strftime('%H:%M')}" if p.last_step_at else "")
+        )
+        return Verdict(
+            "Stalled",
+            f"Stalled: no training step for {duration(p.since_last_s)} (limit {duration(p.stall_after_s)}), {last}",
+        )
     if work is not None and work.state == "Suspended":
         if kueue is not None and kueue.state != "admitted":
-            return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
+            return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: ') :]}")
         if work.queue:
-            return Verdict("Queued", f"Queued: no Kueue Workload yet for queue {work.queue} (is Kueue running, and "
-                                     f"the LocalQueue {work.queue} in namespace {status.namespace}?)")
+            return Verdict(
+                "Queued",
+                f"Queued: no Kueue Workload yet for queue {work.queue} (is Kueue running, and "
+                f"the LocalQueue {work.queue} in namespace {status.namespace}?)",
+            )
         return Verdict("Suspended", "Suspended" + (f": {work.message}" if work.message else " (spec.suspend)"))
     if work is not None and kueue is not None and kueue.state == "pending" and pods.total == 0:
-        return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: '):]}")
+        return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: ') :]}")
     running = pods.phases.get("Running", 0)
     expected = work.pods_expected if work is not None else pods.total
     unscheduled = [g for g in pods.groups if g.reason in ("FailedScheduling", "SchedulingGated")]

@@ -9,6 +9,7 @@ import re
 import shlex
 from typing import Any
 from collections.abc import Mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from helm_nemo.values.plan import ReleasePlan
@@ -48,11 +49,11 @@ class Secrets:
         if result is None:
             return
         for where, names in result.used.items():
-            if tuple(where[:len(prefix)]) != prefix:
+            if tuple(where[: len(prefix)]) != prefix:
                 continue
             pairs = [(env[name], name) for name in names if SECRET_NAME.search(name) and env.get(name)]
             if pairs:
-                self.by_path[tuple(where[len(prefix):])] = pairs
+                self.by_path[tuple(where[len(prefix) :])] = pairs
 
     def word(self, value: Any, where: tuple[Any, ...]) -> str:
         self.handled.add(tuple(where))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 from collections.abc import Mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from helm_nemo.values.plan import ReleasePlan
@@ -50,12 +51,25 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Values of the nemo-training chart that only mean something to Kubernetes: the Slurm job ignores them
 # (with a note when the values set them).
 KUBERNETES_ONLY: tuple[tuple[str, ...], ...] = (
-    ("queue",), ("tasSettings",), ("dwsSettings",), ("targetNodepools",), ("nodeSelector",),
-    ("terminationGracePeriodSeconds",), ("workload", "nameSuffix"), ("workload", "jobTimestamp"),
-    ("workload", "jobUUID"), ("workload", "backoffLimit"), ("workload", "ttlSecondsAfterFinished"),
-    ("workload", "annotations"), ("workload", "labels"), ("workload", "serviceAccountName"),
-    ("workload", "priorityClassName"), ("workload", "privileged"), ("network", "hostNetwork"),
-    ("network", "subnetworks"), ("volumes", "sharedMemorySize"),
+    ("queue",),
+    ("tasSettings",),
+    ("dwsSettings",),
+    ("targetNodepools",),
+    ("nodeSelector",),
+    ("terminationGracePeriodSeconds",),
+    ("workload", "nameSuffix"),
+    ("workload", "jobTimestamp"),
+    ("workload", "jobUUID"),
+    ("workload", "backoffLimit"),
+    ("workload", "ttlSecondsAfterFinished"),
+    ("workload", "annotations"),
+    ("workload", "labels"),
+    ("workload", "serviceAccountName"),
+    ("workload", "priorityClassName"),
+    ("workload", "privileged"),
+    ("network", "hostNetwork"),
+    ("network", "subnetworks"),
+    ("volumes", "sharedMemorySize"),
 )
 # Values the Slurm job cannot honour: refused, so a job never runs without something the values ask for.
 REFUSED = {
@@ -64,7 +78,11 @@ REFUSED = {
     ("volumes", "gcsDownload"): "copy the data to the cluster's shared filesystem before submitting",
     ("gcsDownload",): "copy the data to the cluster's shared filesystem before submitting",
     ("workload", "tokenizerPath"): "point the NeMo config's tokenizer paths at the shared filesystem",
-    ("workload", "profile", "enabled"): "Nsight profiling is not wired on the Slurm target yet; use srun_args or a wrapper",
+    (
+        "workload",
+        "profile",
+        "enabled",
+    ): "Nsight profiling is not wired on the Slurm target yet; use srun_args or a wrapper",
 }
 
 
@@ -102,6 +120,7 @@ def schema_defaults() -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------- render
 
+
 class _Renderer:
     def __init__(self, plan: ReleasePlan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
         from helm_nemo.values.plan import chart_defaults, merge_values
@@ -137,12 +156,17 @@ class _Renderer:
         if not isinstance(raw, dict):
             self.problem(("slurm",), f"{json.dumps(raw)} is not of type 'object'", "a mapping of Slurm settings")
             return {**schema_defaults()}
-        found = validate(raw, schema(), filename=str(self.plan.source),
-                         positions=lambda path: self.loaded.position(path) if self.loaded else (None, None),
-                         prefix=self.prefix + ("slurm",))
+        found = validate(
+            raw,
+            schema(),
+            filename=str(self.plan.source),
+            positions=lambda path: self.loaded.position(path) if self.loaded else (None, None),
+            prefix=self.prefix + ("slurm",),
+        )
         # The schema's JSON paths are relative to the section: put them under $.slurm.
-        self.problems += [Problem(p.file, p.line, p.column, "$.slurm" + p.json_path[1:], p.message, p.expected, p.hint)
-                          for p in found]
+        self.problems += [
+            Problem(p.file, p.line, p.column, "$.slurm" + p.json_path[1:], p.message, p.expected, p.hint) for p in found
+        ]
         return {**schema_defaults(), **raw}
 
     def profile(self) -> dict[str, Any] | None:
@@ -150,8 +174,11 @@ class _Renderer:
 
         accelerator = self.plan.accelerator
         if not accelerator:
-            self.problem(("accelerator",), "the Slurm target needs an accelerator (its profile gives the GPUs and fabric env)",
-                         "accelerator: p4de | p5 | p5en")
+            self.problem(
+                ("accelerator",),
+                "the Slurm target needs an accelerator (its profile gives the GPUs and fabric env)",
+                "accelerator: p4de | p5 | p5en",
+            )
             return None
         path = paths.accelerators_dir() / f"{accelerator}.yaml"
         try:
@@ -161,8 +188,12 @@ class _Renderer:
             return None
         if not profile.get("slurm"):
             have = sorted(name for name, known in load_profiles().items() if known.get("slurm"))
-            self.problem(("accelerator",), f"accelerator {accelerator!r} has no Slurm profile (no slurm: part in {path.name})",
-                         " | ".join(have), "the Slurm target covers the instances whose profile says how they run on Slurm")
+            self.problem(
+                ("accelerator",),
+                f"accelerator {accelerator!r} has no Slurm profile (no slurm: part in {path.name})",
+                " | ".join(have),
+                "the Slurm target covers the instances whose profile says how they run on Slurm",
+            )
             return None
         return profile
 
@@ -176,25 +207,34 @@ class _Renderer:
                 self.problem(where, "the Slurm target cannot do this", hint=hint)
         for index, item in enumerate(value_at(self.values, ("workload", "envs")) or []):
             if isinstance(item, dict) and "valueFrom" in item:
-                self.problem(("workload", "envs", index, "valueFrom"),
-                             "valueFrom (a Kubernetes Secret or field) has no Slurm equivalent",
-                             hint="give the value, or name it in slurm.secret_env to take it from the submitting environment")
+                self.problem(
+                    ("workload", "envs", index, "valueFrom"),
+                    "valueFrom (a Kubernetes Secret or field) has no Slurm equivalent",
+                    hint="give the value, or name it in slurm.secret_env to take it from the submitting environment",
+                )
         if not self.values.get("nemo_config"):
-            self.problem(("files",), "the Slurm job needs a NeMo config",
-                         "files: {nemo_config: configs/<model>.yaml}", "the same file the Kubernetes chart mounts")
+            self.problem(
+                ("files",),
+                "the Slurm job needs a NeMo config",
+                "files: {nemo_config: configs/<model>.yaml}",
+                "the same file the Kubernetes chart mounts",
+            )
 
     # -- pieces of the script
-    def directives(self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int,
-                   output: str, error: str | None) -> list[str]:
+    def directives(
+        self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int, output: str, error: str | None
+    ) -> list[str]:
         def line(option: str, value: Any, where: tuple[Any, ...] | None) -> str:
             text = text_of(value)
             if "\n" in text or "\r" in text or '"' in text:
                 self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
             return f"#SBATCH {option}={text}" if not re.search(r"\s", text) else f'#SBATCH {option}="{text}"'
 
-        out = [line("--job-name", job_name, ("slurm", "job_name_prefix")),
-               line("--nodes", nodes, ("workload", "gpus")),
-               line("--ntasks-per-node", 1, None)]
+        out = [
+            line("--job-name", job_name, ("slurm", "job_name_prefix")),
+            line("--nodes", nodes, ("workload", "gpus")),
+            line("--ntasks-per-node", 1, None),
+        ]
         gpn = s.get("gpus_per_node", gpus_per_node) if "gpus_per_node" in (self.section_raw or {}) else gpus_per_node
         if gpn is not None:
             out.append(line("--gpus-per-node", gpn, ("slurm", "gpus_per_node")))
@@ -206,9 +246,14 @@ class _Renderer:
             out.append("#SBATCH --exclusive")
         if s.get("mem") is not None:
             out.append(line("--mem", s["mem"], ("slurm", "mem")))
-        for key, option in (("partition", "--partition"), ("account", "--account"), ("qos", "--qos"),
-                            ("reservation", "--reservation"), ("constraint", "--constraint"),
-                            ("dependency", "--dependency")):
+        for key, option in (
+            ("partition", "--partition"),
+            ("account", "--account"),
+            ("qos", "--qos"),
+            ("reservation", "--reservation"),
+            ("constraint", "--constraint"),
+            ("dependency", "--dependency"),
+        ):
             if s.get(key) is not None:
                 out.append(line(option, s[key], ("slurm", key)))
         time = s.get("time")
@@ -248,14 +293,18 @@ class _Renderer:
                 put(item["name"], quote(item.get("value", "")), f"profile {profile['id']}")
         for item in (profile.get("slurm") or {}).get("env") or []:
             put(item["name"], quote(item.get("value", "")), f"profile {profile['id']} (slurm)")
-        for key, label in ((("network", "ncclSettings"), "network.ncclSettings"), (("workload", "envs"), "workload.envs")):
+        for key, label in (
+            (("network", "ncclSettings"), "network.ncclSettings"),
+            (("workload", "envs"), "workload.envs"),
+        ):
             for index, item in enumerate(value_at(self.values, key) or []):
                 if not isinstance(item, dict) or "valueFrom" in item:
                     continue
                 name = item.get("name")
                 if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-                    self.problem(key + (index, "name"), f"{name!r} is not a shell variable name",
-                                 "[A-Za-z_][A-Za-z0-9_]*")
+                    self.problem(
+                        key + (index, "name"), f"{name!r} is not a shell variable name", "[A-Za-z_][A-Za-z0-9_]*"
+                    )
                     continue
                 put(name, secrets.env_word(name, item.get("value", ""), key + (index, "value"), self.env), label)
         for name, value in (s.get("env") or {}).items():
@@ -281,14 +330,18 @@ class _Renderer:
         for index, mount in enumerate(value_at(self.values, ("volumes", "pvcMounts")) or []):
             claim = mount.get("claimName")
             if claim not in claims:
-                self.problem(("volumes", "pvcMounts", index, "claimName"),
-                             f"claim {claim!r} has no path on the Slurm nodes",
-                             f"slurm.claim_paths: {{{claim}: /path/on/the/nodes}}",
-                             "the Kubernetes claim's filesystem is mounted on the cluster; say where")
+                self.problem(
+                    ("volumes", "pvcMounts", index, "claimName"),
+                    f"claim {claim!r} has no path on the Slurm nodes",
+                    f"slurm.claim_paths: {{{claim}: /path/on/the/nodes}}",
+                    "the Kubernetes claim's filesystem is mounted on the cluster; say where",
+                )
                 continue
             target = mount.get("mountPath")
             if not isinstance(target, str) or "," in target or ":" in target:
-                self.problem(("volumes", "pvcMounts", index, "mountPath"), "a container mount path cannot hold ',' or ':'")
+                self.problem(
+                    ("volumes", "pvcMounts", index, "mountPath"), "a container mount path cannot hold ',' or ':'"
+                )
                 continue
             entry = f"{claims[claim]}:{target}" + (":ro" if mount.get("readOnly") else "")
             if entry not in out:
@@ -304,16 +357,24 @@ class _Renderer:
         self.check_translatable()
         root = s.get("results_dir") or value_at(self.values, ("workload", "experimentRootDir"))
         if not root:
-            self.problem(("slurm",), "where should the job write? no results directory",
-                         "slurm.results_dir: /fsx/results (or workload.experimentRootDir)",
-                         "a path on the cluster's shared filesystem")
+            self.problem(
+                ("slurm",),
+                "where should the job write? no results directory",
+                "slurm.results_dir: /fsx/results (or workload.experimentRootDir)",
+                "a path on the cluster's shared filesystem",
+            )
         elif not s.get("results_dir") and (not str(root).startswith("/") or re.search(r"[\n\r,:]", str(root))):
-            self.problem(("workload", "experimentRootDir"),
-                         "the results root must be an absolute path without ',' ':' or newlines")
+            self.problem(
+                ("workload", "experimentRootDir"),
+                "the results root must be an absolute path without ',' ':' or newlines",
+            )
         experiment = text_of(value_at(self.values, ("workload", "experimentName")) or "nemo-experiments")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", experiment):
-            self.problem(("workload", "experimentName"), "the experiment name is a folder name on Slurm",
-                         "letters, digits, '.', '_' and '-'")
+            self.problem(
+                ("workload", "experimentName"),
+                "the experiment name is a folder name on Slurm",
+                "letters, digits, '.', '_' and '-'",
+            )
         if self.problems or profile is None:
             raise_if_problems(self.problems, title=f"{plan.source}: release {plan.release} cannot run on Slurm:")
         assert profile is not None  # no profile is one of the problems raised above
@@ -329,8 +390,11 @@ class _Renderer:
         output = s.get("output") or f"{experiment_dir}/log-%x_%j.out"
         error = None if s.get("stderr_to_stdout", True) else (s.get("error") or f"{experiment_dir}/error-%x_%j.err")
         if not re.fullmatch(r"[A-Za-z0-9._-]+", job_name):
-            self.problem(("slurm", "job_name_prefix"), f"job name {job_name!r} (prefix + release) is not a plain name",
-                         "letters, digits, '.', '_' and '-'")
+            self.problem(
+                ("slurm", "job_name_prefix"),
+                f"job name {job_name!r} (prefix + release) is not a plain name",
+                "letters, digits, '.', '_' and '-'",
+            )
         directives = self.directives(s, job_name, nodes, gpus_per_node, output, error)
         env = self.environment(profile, s, secrets)
         args = self.arguments(secrets, env)
@@ -351,15 +415,24 @@ class _Renderer:
             "",
         ]
         if secrets.required:
-            lines.append("# Secrets come from the environment sbatch runs in (helm nemo install passes them), never from this file.")
+            lines.append(
+                "# Secrets come from the environment sbatch runs in (helm nemo install passes them), never from this file."
+            )
             for name in sorted(secrets.required):
                 lines.append(f': "${{{name}:?secret {name} is not set in the environment of sbatch}}"')
             lines.append("")
-        results = ('"$EXPERIMENT_DIR/${SLURM_JOB_NAME}_${SLURM_JOB_ID}"' if s.get("unique_output_dir", True)
-                   else '"$EXPERIMENT_DIR"')
+        results = (
+            '"$EXPERIMENT_DIR/${SLURM_JOB_NAME}_${SLURM_JOB_ID}"'
+            if s.get("unique_output_dir", True)
+            else '"$EXPERIMENT_DIR"'
+        )
         lines += [
-            "# One results directory per job" + (" (slurm.unique_output_dir)." if s.get("unique_output_dir", True)
-                                                  else ": off (slurm.unique_output_dir: false), runs share it."),
+            "# One results directory per job"
+            + (
+                " (slurm.unique_output_dir)."
+                if s.get("unique_output_dir", True)
+                else ": off (slurm.unique_output_dir: false), runs share it."
+            ),
             f"EXPERIMENT_DIR={quote(experiment_dir)}",
             f"RESULTS_DIR={results}",
             'mkdir -p "$RESULTS_DIR/results"',
@@ -402,7 +475,7 @@ class _Renderer:
             *[f"  {word}" for word in args],
             ")",
             "",
-            "# Per node: torchrun with the node's rank; the overrides arrive as \"$@\", never re-parsed.",
+            '# Per node: torchrun with the node\'s rank; the overrides arrive as "$@", never re-parsed.',
             "LAUNCH=" + quote(self.launcher(checkpoints)),
             "",
             'echo "job $SLURM_JOB_ID: $NNODES node(s) x $GPUS_PER_NODE GPU(s), results in $RESULTS_DIR"',
@@ -410,23 +483,39 @@ class _Renderer:
         ]
         script = "\n".join(lines) + "\n"
         self.check_no_secret_in_clear(script, secrets)
-        return SlurmJob(release=plan.release, job_name=job_name, script=script, experiment_dir=experiment_dir,
-                        output=output, unique=bool(s.get("unique_output_dir", True)), resolved_values=resolved,
-                        secret_env=dict(secrets.required), notes=self.notes)
+        return SlurmJob(
+            release=plan.release,
+            job_name=job_name,
+            script=script,
+            experiment_dir=experiment_dir,
+            output=output,
+            unique=bool(s.get("unique_output_dir", True)),
+            resolved_values=resolved,
+            secret_env=dict(secrets.required),
+            notes=self.notes,
+        )
 
     def arguments(self, secrets: Secrets, env: list[tuple[str, str, str]]) -> list[str]:
         words = []
         for index, item in enumerate(value_at(self.values, ("workload", "nemoConfigOverrides")) or []):
-            words.append((secrets.word(item, ("workload", "nemoConfigOverrides", index)), text_of(item),
-                          ("workload", "nemoConfigOverrides", index)))
+            words.append(
+                (
+                    secrets.word(item, ("workload", "nemoConfigOverrides", index)),
+                    text_of(item),
+                    ("workload", "nemoConfigOverrides", index),
+                )
+            )
         for index, item in enumerate(value_at(self.values, ("workload", "arguments")) or []):
             where = ("workload", "arguments", index)
             if isinstance(item, dict):
                 value = item.get("value")
                 if isinstance(value, list):
                     value = "[" + ",".join(text_of(v) for v in value) + "]"
-                text = f"{item.get('name')}={text_of(value) if 'value' in item and value is not None else 'null'}" \
-                    if "value" in item else text_of(item.get("name"))
+                text = (
+                    f"{item.get('name')}={text_of(value) if 'value' in item and value is not None else 'null'}"
+                    if "value" in item
+                    else text_of(item.get("name"))
+                )
                 # secrets may sit in the value: word() searches the text at the value's path
                 word = secrets.word(text, where + ("value",)) if "value" in item else quote(text)
             else:
@@ -442,9 +531,12 @@ class _Renderer:
                     if name not in self.expanded:
                         self.expanded.append(name)
                 elif name in RUNTIME_VARIABLES:  # meant for the pod (kept by substitution), nothing sets it on Slurm
-                    self.problem(where, f"${{{name}}} has no value in a Slurm job",
-                                 "one of " + ", ".join(sorted(RUNTIME_EXPANDED)),
-                                 f"write $${{{name}}} for a literal, or set {name} in slurm.env")
+                    self.problem(
+                        where,
+                        f"${{{name}}} has no value in a Slurm job",
+                        "one of " + ", ".join(sorted(RUNTIME_EXPANDED)),
+                        f"write $${{{name}}} for a literal, or set {name} in slurm.env",
+                    )
         return [word for word, _, _ in words]
 
     def launcher(self, checkpoints: Any) -> str:
@@ -458,12 +550,14 @@ class _Renderer:
             lines += [
                 "# ${NAME} of the job variables in the overrides, replaced in pure bash (nothing is evaluated)",
                 'for i in "${!args[@]}"; do',
-                f"  for n in {names}; do args[i]=${{args[i]//\"\\${{$n}}\"/\"${{!n}}\"}}; done",
+                f'  for n in {names}; do args[i]=${{args[i]//"\\${{$n}}"/"${{!n}}"}}; done',
                 "done",
             ]
         if checkpoints:
-            lines.append('args=("++exp_manager.checkpoint_callback_params.dirpath='
-                         '$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")')
+            lines.append(
+                'args=("++exp_manager.checkpoint_callback_params.dirpath='
+                '$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")'
+            )
         lines += [
             "cmd=(torchrun",
             '  --nproc-per-node="$GPUS_PER_NODE" --nnodes="$NNODES" --node_rank="$NODE_RANK"',
@@ -491,13 +585,18 @@ class _Renderer:
             srun_args = list(raw or [])
         words = ["srun", "--ntasks-per-node=1"]
         if s.get("container", True):
-            words += [f"--container-image={self.image(s)}",
-                      "--container-mounts=" + ",".join(self.mounts(s, root))]
+            words += [f"--container-image={self.image(s)}", "--container-mounts=" + ",".join(self.mounts(s, root))]
         else:
             srun_args = [a for a in srun_args if not a.startswith("--container") and not a.startswith("--no-container")]
         words += srun_args
-        out = ["# container: " + ("Pyxis/Enroot" if s.get("container", True) else
-                                  "none (slurm.container: false: the nodes run the command as they are)")]
+        out = [
+            "# container: "
+            + (
+                "Pyxis/Enroot"
+                if s.get("container", True)
+                else "none (slurm.container: false: the nodes run the command as they are)"
+            )
+        ]
         body = " \\\n  ".join(quote(w) for w in words)
         out.append(body + ' \\\n  bash -c "$LAUNCH" nemo-launch "${ARGS[@]}"')
         return out
@@ -511,9 +610,10 @@ class _Renderer:
         order = list(schema()["properties"])
         section = secrets.mask({key: s[key] for key in order if key in s}, ("slurm",))
         if section.get("env"):
-            section["env"] = {k: ("***" if k in secrets.declared and not self.show_secrets else v)
-                              for k, v in section["env"].items()}
-        for key in ("envs", ):
+            section["env"] = {
+                k: ("***" if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
+            }
+        for key in ("envs",):
             items = (values.get("workload") or {}).get(key) or []
             masked = []
             for item in items:
@@ -522,8 +622,13 @@ class _Renderer:
                 masked.append(item)
             if items:
                 values["workload"] = {**values["workload"], key: masked}
-        doc = {"release": self.plan.release, "chart": self.plan.chart_kind, "accelerator": profile["id"],
-               "values": values, "slurm": section}
+        doc = {
+            "release": self.plan.release,
+            "chart": self.plan.chart_kind,
+            "accelerator": profile["id"],
+            "values": values,
+            "slurm": section,
+        }
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
 
     def check_no_secret_in_clear(self, script: str, secrets: Secrets) -> None:
@@ -534,17 +639,40 @@ class _Renderer:
                 continue  # quoted with references by Secrets.word
             for text, name in pairs:
                 if text in script:  # a value used elsewhere (image, paths …) would carry the secret
-                    self.problem(where, f"the value of secret variable {name} would be written into the script here",
-                                 hint="pass it through env (workload.envs or slurm.env), or use --show-secrets")
+                    self.problem(
+                        where,
+                        f"the value of secret variable {name} would be written into the script here",
+                        hint="pass it through env (workload.envs or slurm.env), or use --show-secrets",
+                    )
         raise_if_problems(self.problems, title=f"{self.plan.source}: release {self.plan.release}: secrets:")
 
 
 # The variables a Slurm job defines that ${NAME} in an override may use (expanded per node at run time).
 RUNTIME_EXPANDED = (
-    "NNODES", "GPUS_PER_NODE", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "JOB_IDENTIFIER", "JOB_ORCHESTRATOR",
-    "EXPERIMENT_NAME", "EXPERIMENT_ROOT_DIR", "EXPERIMENT_DIR", "RESULTS_DIR", "TORCH_DISTRIBUTED_TARGET",
-    "CHECKPOINTS_ROOT_DIR", "NODE_RANK", "JOB_COMPLETION_INDEX", "OMP_NUM_THREADS", "SLURM_JOB_ID",
-    "SLURM_JOB_NAME", "SLURM_NODEID", "SLURM_JOB_NUM_NODES", "HOME", "PATH", "PWD", "HOSTNAME",
+    "NNODES",
+    "GPUS_PER_NODE",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "JOB_IDENTIFIER",
+    "JOB_ORCHESTRATOR",
+    "EXPERIMENT_NAME",
+    "EXPERIMENT_ROOT_DIR",
+    "EXPERIMENT_DIR",
+    "RESULTS_DIR",
+    "TORCH_DISTRIBUTED_TARGET",
+    "CHECKPOINTS_ROOT_DIR",
+    "NODE_RANK",
+    "JOB_COMPLETION_INDEX",
+    "OMP_NUM_THREADS",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_NODEID",
+    "SLURM_JOB_NUM_NODES",
+    "HOME",
+    "PATH",
+    "PWD",
+    "HOSTNAME",
 )
 
 
@@ -557,8 +685,13 @@ def _dirname(pattern: str) -> str:
     return str(PurePosixPath(pattern).parent)
 
 
-def render(plan: ReleasePlan, env: Mapping[str, str] | None = None, *, show_secrets: bool = False,
-           source_name: str | None = None) -> SlurmJob:
+def render(
+    plan: ReleasePlan,
+    env: Mapping[str, str] | None = None,
+    *,
+    show_secrets: bool = False,
+    source_name: str | None = None,
+) -> SlurmJob:
     """The Slurm job of one release plan (UserError with every problem, file:line:col)."""
     import os
 
@@ -572,17 +705,34 @@ def split_plans(plans: list[Any]) -> tuple[list[Any], list[str]]:
         if plan.chart_kind in JOB_KINDS:
             jobs.append(plan)
         elif plan.chart_kind in STORAGE_KINDS:
-            notes.append(f"release {plan.release} ({plan.chart_kind}) is Kubernetes storage: skipped on Slurm, "
-                         "where the cluster mounts its filesystems (map claims with slurm.claim_paths)")
+            notes.append(
+                f"release {plan.release} ({plan.chart_kind}) is Kubernetes storage: skipped on Slurm, "
+                "where the cluster mounts its filesystems (map claims with slurm.claim_paths)"
+            )
         else:
             where = tuple(plan.json_prefix[:2]) + ("chart",) if plan.json_prefix else ("chart",)
             line, column = plan.loaded.position(where) if plan.loaded else (None, None)
-            problems.append(Problem(str(plan.source), line, column, json_path(where),
-                                    f"release {plan.release}: chart {plan.chart_kind or plan.chart!r} has no Slurm rendering",
-                                    "a nemo-training release (storage releases are skipped)",
-                                    "run this release with --target kubernetes, or leave it out of the recipe"))
+            problems.append(
+                Problem(
+                    str(plan.source),
+                    line,
+                    column,
+                    json_path(where),
+                    f"release {plan.release}: chart {plan.chart_kind or plan.chart!r} has no Slurm rendering",
+                    "a nemo-training release (storage releases are skipped)",
+                    "run this release with --target kubernetes, or leave it out of the recipe",
+                )
+            )
     raise_if_problems(problems, title="the Slurm target refuses:")
     if not jobs:
-        raise UserError(Problem(str(plans[0].source), 1, 1, "$", "no release of this file runs on Slurm",
-                                "a nemo-training release with an accelerator that has a Slurm profile"))
+        raise UserError(
+            Problem(
+                str(plans[0].source),
+                1,
+                1,
+                "$",
+                "no release of this file runs on Slurm",
+                "a nemo-training release with an accelerator that has a Slurm profile",
+            )
+        )
     return jobs, notes

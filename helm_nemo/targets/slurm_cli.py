@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from collections.abc import Mapping
@@ -28,8 +29,9 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def jobs_of(plans: list[ReleasePlan], *, show_secrets: bool = False, echo: Echo = _stderr,
-            env: Mapping[str, str] | None = None) -> list[slurm.SlurmJob]:
+def jobs_of(
+    plans: list[ReleasePlan], *, show_secrets: bool = False, echo: Echo = _stderr, env: Mapping[str, str] | None = None
+) -> list[slurm.SlurmJob]:
     """Render every job of the plans (all checked before any is used), notes on stderr."""
     from helm_nemo.user_errors import UserError
 
@@ -61,11 +63,21 @@ def refuse_extra(extra: list[str], command: str) -> None:
     from helm_nemo.user_errors import Problem, UserError
 
     if extra:
-        raise UserError(Problem(None, None, None, "$", f"{command} --target slurm takes no option {extra[0]!r}",
-                                hint="Kubernetes options (-n, --kube-context, helm flags) do not apply to Slurm"))
+        raise UserError(
+            Problem(
+                None,
+                None,
+                None,
+                "$",
+                f"{command} --target slurm takes no option {extra[0]!r}",
+                hint="Kubernetes options (-n, --kube-context, helm flags) do not apply to Slurm",
+            )
+        )
 
 
-def template(plans: list[ReleasePlan], extra: list[str], *, show_secrets: bool = False, out: TextIO | None = None) -> int:
+def template(
+    plans: list[ReleasePlan], extra: list[str], *, show_secrets: bool = False, out: TextIO | None = None
+) -> int:
     refuse_extra(extra, "template")
     out = out or sys.stdout
     jobs = jobs_of(plans, show_secrets=show_secrets)

@@ -37,13 +37,22 @@ def _binary(name: str) -> str:
     return os.environ.get(f"{name.upper()}_BIN", name)
 
 
-def run(args: list[str], env: Mapping[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], env: Mapping[str, str] | None = None, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([_binary(args[0]), *args[1:]], env=dict(env) if env is not None else None, input=input,
-                              capture_output=True, text=True, check=False)
+        return subprocess.run(
+            [_binary(args[0]), *args[1:]],
+            env=dict(env) if env is not None else None,
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except FileNotFoundError:
-        raise SlurmCommandError(f"{args[0]} not found: the Slurm client commands must be on PATH "
-                                f"(or set {args[0].upper()}_BIN)") from None
+        raise SlurmCommandError(
+            f"{args[0]} not found: the Slurm client commands must be on PATH (or set {args[0].upper()}_BIN)"
+        ) from None
 
 
 def _checked(args: list[str], env: Mapping[str, str] | None = None) -> str:
@@ -78,8 +87,9 @@ def submission_env(job: SlurmJob, env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def submit(job: SlurmJob, env: Mapping[str, str] | None = None, extra: list[str] | None = None,
-           echo: Echo = _stderr) -> Submitted:
+def submit(
+    job: SlurmJob, env: Mapping[str, str] | None = None, extra: list[str] | None = None, echo: Echo = _stderr
+) -> Submitted:
     env = dict(os.environ if env is None else env)
     sbatch_env = submission_env(job, env)
     log_dir = Path(job.log_file("0")).parent
@@ -105,14 +115,21 @@ def submit(job: SlurmJob, env: Mapping[str, str] | None = None, extra: list[str]
             log.write(f"job {job_id}: {shlex.join(command)} {results / 'submission.sh'}\n")
     except OSError as err:
         run(["scancel", job_id])
-        raise SlurmCommandError(f"job {job_id} cancelled: cannot write its results directory {results}: {err}") from None
+        raise SlurmCommandError(
+            f"job {job_id} cancelled: cannot write its results directory {results}: {err}"
+        ) from None
     if "--hold" not in (extra or []) and "-H" not in (extra or []):
         _checked(["scontrol", "release", job_id])
     return Submitted(job.release, job_id, str(results), job.log_file(job_id))
 
 
-def install(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, extra: list[str] | None = None,
-            echo: Echo = _stderr, out: Echo = print) -> int:
+def install(
+    jobs: list[SlurmJob],
+    env: Mapping[str, str] | None = None,
+    extra: list[str] | None = None,
+    echo: Echo = _stderr,
+    out: Echo = print,
+) -> int:
     done: list[Submitted] = []
     for job in jobs:
         for note in job.notes:
@@ -122,8 +139,11 @@ def install(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, extra: l
         except SlurmCommandError as err:
             echo(f"helm nemo: {job.release}: {err}")
             if done:
-                echo("submitted before the failure: " + ", ".join(f"{d.release} (job {d.job_id})" for d in done)
-                     + "; `helm nemo uninstall --target slurm` cancels them")
+                echo(
+                    "submitted before the failure: "
+                    + ", ".join(f"{d.release} (job {d.job_id})" for d in done)
+                    + "; `helm nemo uninstall --target slurm` cancels them"
+                )
             return 1
         done.append(sub)
         out(f"submitted {sub.release}: job {sub.job_id}")
@@ -139,43 +159,81 @@ def _me(env: Mapping[str, str]) -> str:
 def queued(job_name: str, env: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """The user's jobs of that name in the queue: id, state, reason, nodes."""
     env = os.environ if env is None else env
-    text = _checked(["squeue", "--noheader", "--name", job_name, "--user", _me(env),
-                     "--format", "%i|%T|%r|%D|%M|%N"], env)
+    text = _checked(
+        ["squeue", "--noheader", "--name", job_name, "--user", _me(env), "--format", "%i|%T|%r|%D|%M|%N"], env
+    )
     rows = []
     for line in text.splitlines():
         if line.strip():
             job_id, state, reason, nodes, elapsed, nodelist = (line.split("|") + [""] * 6)[:6]
-            rows.append({"id": job_id, "state": state, "reason": reason, "nodes": nodes, "elapsed": elapsed,
-                         "nodelist": nodelist})
+            rows.append(
+                {
+                    "id": job_id,
+                    "state": state,
+                    "reason": reason,
+                    "nodes": nodes,
+                    "elapsed": elapsed,
+                    "nodelist": nodelist,
+                }
+            )
     return rows
 
 
 def ended(job_name: str, env: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """Ended jobs of that name: from sacct when the cluster keeps accounting, else from the controller's memory."""
     env = os.environ if env is None else env
-    proc = run(["sacct", "--noheader", "--parsable2", "-X", "--name", job_name, "--user", _me(env),
-                "--format", "JobID,State,ExitCode,Elapsed,NodeList"], env)
+    proc = run(
+        [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "-X",
+            "--name",
+            job_name,
+            "--user",
+            _me(env),
+            "--format",
+            "JobID,State,ExitCode,Elapsed,NodeList",
+        ],
+        env,
+    )
     if proc.returncode == 0:
         rows = []
         for line in proc.stdout.splitlines():
             if line.strip():
                 job_id, state, code, elapsed, nodelist = (line.split("|") + [""] * 5)[:5]
-                rows.append({"id": job_id, "state": state, "exit": code, "elapsed": elapsed, "nodelist": nodelist,
-                             "source": "sacct"})
+                rows.append(
+                    {
+                        "id": job_id,
+                        "state": state,
+                        "exit": code,
+                        "elapsed": elapsed,
+                        "nodelist": nodelist,
+                        "source": "sacct",
+                    }
+                )
         return rows
     proc = run(["scontrol", "--oneliner", "show", "job"], env)
     rows = []
     for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
         fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
         if fields.get("JobName") == job_name:
-            rows.append({"id": fields.get("JobId", ""), "state": fields.get("JobState", ""),
-                         "exit": fields.get("ExitCode", ""), "elapsed": fields.get("RunTime", ""),
-                         "nodelist": fields.get("NodeList", ""), "source": "scontrol"})
+            rows.append(
+                {
+                    "id": fields.get("JobId", ""),
+                    "state": fields.get("JobState", ""),
+                    "exit": fields.get("ExitCode", ""),
+                    "elapsed": fields.get("RunTime", ""),
+                    "nodelist": fields.get("NodeList", ""),
+                    "source": "scontrol",
+                }
+            )
     return rows
 
 
-def uninstall(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, echo: Echo = _stderr,
-              out: Echo = print) -> int:
+def uninstall(
+    jobs: list[SlurmJob], env: Mapping[str, str] | None = None, echo: Echo = _stderr, out: Echo = print
+) -> int:
     """scancel the queued and running jobs of each release, in reverse order."""
     env = os.environ if env is None else env
     cancelled = 0
@@ -250,12 +308,16 @@ def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo
             continue
         for row in live:
             where = row["nodelist"] or row["reason"]
-            out(f"{job.release}: job {row['id']} {row['state']} ({row['nodes']} node(s), {row['elapsed']}, {where})"
-                f"  log {job.log_file(row['id'])}")
+            out(
+                f"{job.release}: job {row['id']} {row['state']} ({row['nodes']} node(s), {row['elapsed']}, {where})"
+                f"  log {job.log_file(row['id'])}"
+            )
             _progress_line(job.log_file(row["id"]), out)
         for row in done:
-            out(f"{job.release}: job {row['id']} {row['state']} (exit {row['exit']}, {row['elapsed']})"
-                f"  log {job.log_file(row['id'])}")
+            out(
+                f"{job.release}: job {row['id']} {row['state']} (exit {row['exit']}, {row['elapsed']})"
+                f"  log {job.log_file(row['id'])}"
+            )
             _progress_line(job.log_file(row["id"]), out)
         found += len(live) + len(done)
     return 0 if found else 3

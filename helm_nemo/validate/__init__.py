@@ -33,9 +33,17 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
 # The public names load on first use: the values checks import checks/names.py, and importing this package
 # must not load every check module and the schema machinery with it (start-up time).
-_PUBLIC = {"CHECKS": "documents", "DEFAULT_KUBE_VERSION": "documents", "Document": "documents",
-           "ManifestProblem": "documents", "parse_documents": "documents", "format_problems": "manifests",
-           "validate_manifests": "manifests", "resolve_kube_version": "schemas", "shipped_kube_versions": "schemas"}
+_PUBLIC = {
+    "CHECKS": "documents",
+    "DEFAULT_KUBE_VERSION": "documents",
+    "Document": "documents",
+    "ManifestProblem": "documents",
+    "parse_documents": "documents",
+    "format_problems": "manifests",
+    "validate_manifests": "manifests",
+    "resolve_kube_version": "schemas",
+    "shipped_kube_versions": "schemas",
+}
 __all__ = sorted(_PUBLIC)  # noqa: PLE0605 (names served lazily by __getattr__)
 
 

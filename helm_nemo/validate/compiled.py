@@ -20,15 +20,34 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 from helm_nemo.schema_check import format_error, pattern_regex, whole_string_jsonschema
 from helm_nemo.validate.documents import Collector, short
 from helm_nemo.validate.schema_cache import load_defs, load_json
-from helm_nemo.validate.schemas import core_dir, core_file, crd_file, crd_schemas_dir, prepare_crd_node, prepare_crd_schema, registry
+from helm_nemo.validate.schemas import (
+    core_dir,
+    core_file,
+    crd_file,
+    crd_schemas_dir,
+    prepare_crd_node,
+    prepare_crd_schema,
+    registry,
+)
 
 # fast path: the schema compiled to closures that only answer "valid?". jsonschema walks a JobSet in
 # ~1 ms; the closures in a fraction of that. Only when a document is invalid does jsonschema run, so
 # every message and path still comes from jsonschema. A schema with a keyword not handled here is
 # validated by jsonschema alone (tests/test_manifest_validation.py checks both agree).
 
-_IGNORED = {"description", "default", "$schema", "$id", "title", "examples", "nullable", "deprecated",
-            "readOnly", "writeOnly", "$comment"}
+_IGNORED = {
+    "description",
+    "default",
+    "$schema",
+    "$id",
+    "title",
+    "examples",
+    "nullable",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+}
 
 
 class _Unsupported(Exception):
@@ -60,8 +79,12 @@ _TYPE_TESTS = {
 }
 
 
-_BOUNDS = (("minimum", lambda v, n: v >= n), ("maximum", lambda v, n: v <= n),
-           ("exclusiveMinimum", lambda v, n: v > n), ("exclusiveMaximum", lambda v, n: v < n))
+_BOUNDS = (
+    ("minimum", lambda v, n: v >= n),
+    ("maximum", lambda v, n: v <= n),
+    ("exclusiveMinimum", lambda v, n: v > n),
+    ("exclusiveMaximum", lambda v, n: v < n),
+)
 
 
 def _always(v: Any) -> bool:
@@ -81,7 +104,9 @@ class _FastCompiler:
     `prepare`: applied to each node of `root` (not to the shared $defs) before it is compiled (a CRD's
     in-memory adjustments, schemas.prepare_crd_node). `lazy=False` compiles everything at once (tests)."""
 
-    def __init__(self, root: dict[str, Any], defs: Mapping[str, Any], prepare: Prepare | None = None, lazy: bool = True):
+    def __init__(
+        self, root: dict[str, Any], defs: Mapping[str, Any], prepare: Prepare | None = None, lazy: bool = True
+    ):
         self.root = root
         self.defs = defs  # $defs of kubernetes-validate's _definitions.json
         self.prepare = prepare
@@ -91,7 +116,7 @@ class _FastCompiler:
     def _target(self, ref: str, in_defs: bool) -> tuple[str, Any, bool]:
         """`#/$defs/X` is relative to the resource being compiled (the kind's file or _definitions.json)."""
         if ref.startswith("#/$defs/"):
-            name = ref[len("#/$defs/"):]
+            name = ref[len("#/$defs/") :]
         elif "_definitions.json#/$defs/" in ref:
             name, in_defs = ref.split("#/$defs/", 1)[1], True
         else:
@@ -168,8 +193,11 @@ class _FastCompiler:
             options = list(schema["enum"])
             plain = all(isinstance(o, str) for o in options)
             allowed = frozenset(options) if plain else None
-            tests.append((lambda v, a=allowed: isinstance(v, str) and v in a) if plain
-                         else (lambda v, o=options: any(_json_equal(v, x) for x in o)))
+            tests.append(
+                (lambda v, a=allowed: isinstance(v, str) and v in a)
+                if plain
+                else (lambda v, o=options: any(_json_equal(v, x) for x in o))
+            )
         if "const" in schema:
             tests.append(lambda v, c=schema["const"]: _json_equal(v, c))
         if "format" in schema:
@@ -180,18 +208,27 @@ class _FastCompiler:
         for key, op in (("maxLength", "le"), ("minLength", "ge")):
             if key in schema:
                 n = schema[key]
-                tests.append((lambda v, n=n: not isinstance(v, str) or len(v) <= n) if op == "le"
-                             else (lambda v, n=n: not isinstance(v, str) or len(v) >= n))
+                tests.append(
+                    (lambda v, n=n: not isinstance(v, str) or len(v) <= n)
+                    if op == "le"
+                    else (lambda v, n=n: not isinstance(v, str) or len(v) >= n)
+                )
         for key, op in (("maxItems", "le"), ("minItems", "ge")):
             if key in schema:
                 n = schema[key]
-                tests.append((lambda v, n=n: not isinstance(v, list) or len(v) <= n) if op == "le"
-                             else (lambda v, n=n: not isinstance(v, list) or len(v) >= n))
+                tests.append(
+                    (lambda v, n=n: not isinstance(v, list) or len(v) <= n)
+                    if op == "le"
+                    else (lambda v, n=n: not isinstance(v, list) or len(v) >= n)
+                )
         for key, op in (("maxProperties", "le"), ("minProperties", "ge")):
             if key in schema:
                 n = schema[key]
-                tests.append((lambda v, n=n: not isinstance(v, dict) or len(v) <= n) if op == "le"
-                             else (lambda v, n=n: not isinstance(v, dict) or len(v) >= n))
+                tests.append(
+                    (lambda v, n=n: not isinstance(v, dict) or len(v) <= n)
+                    if op == "le"
+                    else (lambda v, n=n: not isinstance(v, dict) or len(v) >= n)
+                )
         for key, cmp in _BOUNDS:
             if key in schema:
                 tests.append(lambda v, n=schema[key], c=cmp: not _is_number(v) or c(v, n))
@@ -267,10 +304,35 @@ class _FastCompiler:
         return check
 
 
-_FAST_KEYWORDS = {"$ref", "$defs", "definitions", "type", "enum", "const", "format", "pattern", "maxLength", "minLength",
-                  "maxItems", "minItems", "maxProperties", "minProperties", "minimum", "maximum", "exclusiveMinimum",
-                  "exclusiveMaximum", "required", "properties", "additionalProperties", "patternProperties", "items",
-                  "allOf", "anyOf", "oneOf", "not"}
+_FAST_KEYWORDS = {
+    "$ref",
+    "$defs",
+    "definitions",
+    "type",
+    "enum",
+    "const",
+    "format",
+    "pattern",
+    "maxLength",
+    "minLength",
+    "maxItems",
+    "minItems",
+    "maxProperties",
+    "minProperties",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "required",
+    "properties",
+    "additionalProperties",
+    "patternProperties",
+    "items",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+}
 
 
 @cache
@@ -284,8 +346,14 @@ class _Checker:
     of a CRD's schema (schemas.prepare_crd_node), applied node by node as the fast path reaches them, and
     to the whole schema only when jsonschema is needed; `schema_id`: the $id jsonschema sees."""
 
-    def __init__(self, schema: dict[str, Any], kube: tuple[int, int], prepare: Prepare | None = None, schema_id: str | None = None,
-                 lazy: bool = True):
+    def __init__(
+        self,
+        schema: dict[str, Any],
+        kube: tuple[int, int],
+        prepare: Prepare | None = None,
+        schema_id: str | None = None,
+        lazy: bool = True,
+    ):
         self.raw, self.kube, self._prepare, self._schema_id = schema, kube, prepare, schema_id
         self._schema = None if prepare is not None or schema_id is not None else schema
         self._slow: Validator | None = None
@@ -336,8 +404,9 @@ def validator_for(api_version: str, kind: str, kube: tuple[int, int]) -> _Checke
     """The compiled validator for one kind, or None when there is no schema for it."""
     crd = crd_file(api_version, kind)
     if crd is not None and crd.is_file():
-        return _Checker(load_json(crd), kube, prepare=prepare_crd_node,
-                        schema_id=f"https://helm-nemo.dev/crd/{api_version}/{kind}")
+        return _Checker(
+            load_json(crd), kube, prepare=prepare_crd_node, schema_id=f"https://helm-nemo.dev/crd/{api_version}/{kind}"
+        )
     core = core_file(api_version, kind, kube)
     if not core.is_file():
         return None
@@ -359,7 +428,11 @@ def known_kinds(kube: tuple[int, int]) -> list[str]:
 def schema_problems(out: Collector, validator: _Checker, doc: Mapping[str, Any]) -> None:
     for error in validator.iter_errors(doc):
         where = tuple(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict) and isinstance(error.schema, dict):
+        if (
+            error.validator == "additionalProperties"
+            and isinstance(error.instance, dict)
+            and isinstance(error.schema, dict)
+        ):
             allowed = set(error.schema.get("properties") or {})
             patterns = [pattern_regex(p) for p in (error.schema.get("patternProperties") or {})]
             extra = [k for k in error.instance if k not in allowed and not any(p.search(k) for p in patterns)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -43,7 +44,9 @@ CHECKS = {
 }
 
 
-class ManifestProblem(namedtuple("ManifestProblem", "kind name path message check source index", defaults=(None, None))):
+class ManifestProblem(
+    namedtuple("ManifestProblem", "kind name path message check source index", defaults=(None, None))
+):
     """One problem of a rendered object: which object (`kind`, `name`), where inside it (`path`, a JSON path such
     as $.spec.replicatedJobs[0].template), what (`message`) and which check found it (`check`, one of
     CHECKS); `source` is helm's "# Source:" template of the document and `index` its place in the stream,
@@ -53,8 +56,6 @@ class ManifestProblem(namedtuple("ManifestProblem", "kind name path message chec
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}: {self.path}: {self.message} [{self.check}]"
-
-
 
 
 class Document(namedtuple("Document", "data source index", defaults=(None, 0))):
@@ -83,8 +84,9 @@ def parse_documents(text: str) -> tuple[list[Document], list[ManifestProblem]]:
         try:
             loaded = list(yaml.load_all(chunk, Loader=loader))
         except yaml.YAMLError as err:
-            problems.append(ManifestProblem("?", "?", "$", f"not YAML: {err}".replace("\n", " "), "yaml", source,
-                                            len(docs)))
+            problems.append(
+                ManifestProblem("?", "?", "$", f"not YAML: {err}".replace("\n", " "), "yaml", source, len(docs))
+            )
             continue
         for data in loaded:
             if data is not None:
@@ -117,8 +119,6 @@ def _json_key(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return "null" if key is None else str(key)
-
-
 
 
 # A part of the wrong type (`spec: []`, `containers: "x"`, a label value that is a list): the schema check
@@ -174,5 +174,6 @@ class Collector:
 
     def add(self, path: Iterable[Any], message: str, check: str) -> None:
         assert check in CHECKS, check
-        self.problems.append(ManifestProblem(self.kind, self.name, json_path(path), message, check, self.source,
-                                             self.index))
+        self.problems.append(
+            ManifestProblem(self.kind, self.name, json_path(path), message, check, self.source, self.index)
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -13,10 +14,20 @@ from helm_nemo.validate.checks.containers import check_containers
 from helm_nemo.validate.checks.names import check_derived_names, check_labels, check_names, check_sizes
 from helm_nemo.validate.checks.quantities import check_quantities
 from helm_nemo.validate.compiled import known_kinds, schema_problems, validator_for
-from helm_nemo.validate.documents import (ACCELERATOR_LABEL, Collector, DEFAULT_KUBE_VERSION, Document, ManifestProblem,
-                                         mapping, parse_documents, short, text)
+from helm_nemo.validate.documents import (
+    ACCELERATOR_LABEL,
+    Collector,
+    DEFAULT_KUBE_VERSION,
+    Document,
+    ManifestProblem,
+    mapping,
+    parse_documents,
+    short,
+    text,
+)
 from helm_nemo.validate.pods import pod_templates
 from helm_nemo.validate.schemas import resolve_kube_version
+
 
 class ShippedProfiles:
     """The accelerator profiles under values/accelerators/, each read (and checked) on first use only: a
@@ -44,8 +55,12 @@ def shipped_profile(accelerator: str) -> dict[str, Any] | None:
     return load_profile(path)
 
 
-def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT_KUBE_VERSION,
-                       profiles: Mapping[str, dict[str, Any]] | None = None) -> list[ManifestProblem]:
+def validate_manifests(
+    docs: str | Iterable[Any],
+    *,
+    kube_version: str = DEFAULT_KUBE_VERSION,
+    profiles: Mapping[str, dict[str, Any]] | None = None,
+) -> list[ManifestProblem]:
     """Every problem of every document: schema errors (all of them), unknown kinds, and the extra checks.
 
     `docs`: a `helm template` stream (str), or parsed documents (dicts, or Documents). `profiles`:
@@ -55,17 +70,30 @@ def validate_manifests(docs: str | Iterable[Any], *, kube_version: str = DEFAULT
     if isinstance(docs, str):
         documents, problems = parse_documents(docs)
     else:
-        documents = [d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(docs) if d is not None]
+        documents = [
+            d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(docs) if d is not None
+        ]
     for document in documents:
         problems += _validate_one(document, kube, profiles)
     return problems
 
 
-def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[str, dict[str, Any]] | None) -> list[ManifestProblem]:
+def _validate_one(
+    document: Document, kube: tuple[int, int], profiles: Mapping[str, dict[str, Any]] | None
+) -> list[ManifestProblem]:
     doc = document.data
     if not isinstance(doc, dict):
-        return [ManifestProblem("?", "?", "$", f"a manifest must be a mapping, got {short(doc)}", "yaml",
-                                document.source, document.index)]
+        return [
+            ManifestProblem(
+                "?",
+                "?",
+                "$",
+                f"a manifest must be a mapping, got {short(doc)}",
+                "yaml",
+                document.source,
+                document.index,
+            )
+        ]
     out = Collector(doc, document.source, document.index)
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     meta = doc.get("metadata")
@@ -81,8 +109,12 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
         return out.problems
     validator = validator_for(api_version, kind, kube)
     if validator is None:
-        out.add(("kind",), f"no schema for {api_version} {kind} (not a core kind of Kubernetes {kube[0]}.{kube[1]}, "
-                           f"nor a CRD in schemas/k8s/: {', '.join(known_kinds(kube))})", "unknown-kind")
+        out.add(
+            ("kind",),
+            f"no schema for {api_version} {kind} (not a core kind of Kubernetes {kube[0]}.{kube[1]}, "
+            f"nor a CRD in schemas/k8s/: {', '.join(known_kinds(kube))})",
+            "unknown-kind",
+        )
     else:
         schema_problems(out, validator, doc)
     pods = pod_templates(doc)
@@ -99,8 +131,11 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
         known = profiles if profiles is not None else ShippedProfiles()
         profile = known.get(accelerator)
         if profile is None:
-            out.add(("metadata", "labels", ACCELERATOR_LABEL), f"no accelerator profile {accelerator!r} "
-                    f"(have: {', '.join(sorted(known))})", "accelerator")
+            out.add(
+                ("metadata", "labels", ACCELERATOR_LABEL),
+                f"no accelerator profile {accelerator!r} (have: {', '.join(sorted(known))})",
+                "accelerator",
+            )
     if pods:
         check_gpus(out, doc, pods, profile)
         check_fabric(out, pods, profile)
@@ -108,9 +143,20 @@ def _validate_one(document: Document, kube: tuple[int, int], profiles: Mapping[s
 
 
 # Kinds without a namespace: one name per cluster, whichever namespace a release goes to.
-CLUSTER_SCOPED = {"PersistentVolume", "StorageClass", "ClusterRole", "ClusterRoleBinding", "Namespace",
-                  "PriorityClass", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
-                  "MutatingWebhookConfiguration", "ResourceFlavor", "ClusterQueue", "DeviceClass"}
+CLUSTER_SCOPED = {
+    "PersistentVolume",
+    "StorageClass",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PriorityClass",
+    "CustomResourceDefinition",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "ResourceFlavor",
+    "ClusterQueue",
+    "DeviceClass",
+}
 
 
 def duplicate_objects(releases: Iterable[tuple[str, str | Iterable[Any]]]) -> list[ManifestProblem]:
@@ -121,8 +167,11 @@ def duplicate_objects(releases: Iterable[tuple[str, str | Iterable[Any]]]) -> li
     seen: dict[tuple[Any, ...], str] = {}
     problems: list[ManifestProblem] = []
     for release, stream in releases:
-        documents = parse_documents(stream)[0] if isinstance(stream, str) else \
-            [d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(stream)]
+        documents = (
+            parse_documents(stream)[0]
+            if isinstance(stream, str)
+            else [d if isinstance(d, Document) else Document(d, None, i) for i, d in enumerate(stream)]
+        )
         for document in documents:
             doc = document.data
             meta = doc.get("metadata") if isinstance(doc, dict) else None
@@ -133,10 +182,18 @@ def duplicate_objects(releases: Iterable[tuple[str, str | Iterable[Any]]]) -> li
             identity = (group, kind, namespace, meta["name"])
             if identity in seen:
                 where = f"release {seen[identity]}" + (" too" if seen[identity] == release else "")
-                problems.append(ManifestProblem(kind, meta["name"], "$.metadata.name",
-                                                f"{kind} {meta['name']!r} is also rendered by {where}; the second "
-                                                "install would fail (the object exists)", "duplicate-object",
-                                                document.source, document.index))
+                problems.append(
+                    ManifestProblem(
+                        kind,
+                        meta["name"],
+                        "$.metadata.name",
+                        f"{kind} {meta['name']!r} is also rendered by {where}; the second "
+                        "install would fail (the object exists)",
+                        "duplicate-object",
+                        document.source,
+                        document.index,
+                    )
+                )
             else:
                 seen[identity] = release
     return problems

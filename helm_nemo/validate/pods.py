@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from decimal import Decimal
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -11,6 +12,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
 from helm_nemo.validate.documents import items_of, mapping
 from helm_nemo.validate.quantity import parse_quantity
+
 
 class PodTemplate(namedtuple("PodTemplate", "spec meta path meta_path pods")):
     """A pod template inside a workload object: its `spec` and `meta`data, where they sit in the object
@@ -32,8 +34,11 @@ def pod_templates(doc: Mapping[str, Any]) -> list[PodTemplate]:
 
     def add(template: Any, where: tuple[Any, ...], pods: int) -> None:
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
-            out.append(PodTemplate(template["spec"], mapping(template.get("metadata")), where + ("spec",),
-                                   where + ("metadata",), pods))
+            out.append(
+                PodTemplate(
+                    template["spec"], mapping(template.get("metadata")), where + ("spec",), where + ("metadata",), pods
+                )
+            )
 
     def job_pods(job_spec: dict[str, Any]) -> int:
         return max(as_int(job_spec.get("parallelism"), 1), 1)
@@ -54,20 +59,28 @@ def pod_templates(doc: Mapping[str, Any]) -> list[PodTemplate]:
             if not isinstance(rjob, dict):
                 continue
             job = mapping(mapping(rjob.get("template")).get("spec"))
-            add(job.get("template"), ("spec", "replicatedJobs", i, "template", "spec", "template"),
-                job_pods(job) * max(as_int(rjob.get("replicas"), 1), 1))
+            add(
+                job.get("template"),
+                ("spec", "replicatedJobs", i, "template", "spec", "template"),
+                job_pods(job) * max(as_int(rjob.get("replicas"), 1), 1),
+            )
     elif kind == "PyTorchJob":
         for role, replica in mapping(spec.get("pytorchReplicaSpecs")).items():
             if isinstance(replica, dict):
-                add(replica.get("template"), ("spec", "pytorchReplicaSpecs", role, "template"),
-                    as_int(replica.get("replicas"), 1))
+                add(
+                    replica.get("template"),
+                    ("spec", "pytorchReplicaSpecs", role, "template"),
+                    as_int(replica.get("replicas"), 1),
+                )
     elif kind == "LeaderWorkerSet":
         lwt = mapping(spec.get("leaderWorkerTemplate"))
         groups = as_int(spec.get("replicas"), 1)
         size = as_int(lwt.get("size"), 1)
         if lwt.get("leaderTemplate"):
             add(lwt.get("leaderTemplate"), ("spec", "leaderWorkerTemplate", "leaderTemplate"), groups)
-            add(lwt.get("workerTemplate"), ("spec", "leaderWorkerTemplate", "workerTemplate"), groups * max(size - 1, 0))
+            add(
+                lwt.get("workerTemplate"), ("spec", "leaderWorkerTemplate", "workerTemplate"), groups * max(size - 1, 0)
+            )
         else:
             add(lwt.get("workerTemplate"), ("spec", "leaderWorkerTemplate", "workerTemplate"), groups * size)
     return out
@@ -82,7 +95,9 @@ def containers(pod: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], dict[str,
     for group in CONTAINER_GROUPS:
         for i, container in enumerate(items_of(pod.get(group))):
             if isinstance(container, dict):
-                regular = group == "containers" or (group == "initContainers" and container.get("restartPolicy") == "Always")
+                regular = group == "containers" or (
+                    group == "initContainers" and container.get("restartPolicy") == "Always"
+                )
                 yield (group, i), container, regular
 
 

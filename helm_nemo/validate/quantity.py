@@ -12,6 +12,7 @@ taken as written.
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation, ROUND_UP
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -20,8 +21,10 @@ _DIGITS = "0123456789"
 _SUFFIX_CHARS = "eEinumkKMGTP"
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
-            "\u2028\u2029\u202f\u205f\u3000"  # Go's unicode.IsSpace, which strings.TrimSpace trims
+_GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)  # Go's unicode.IsSpace, which strings.TrimSpace trims
 _MAX_INT64 = 2**63 - 1
 _NANO = Decimal("1e-9")
 
@@ -136,5 +139,8 @@ def parse_quantity(value: Any, *, json: bool = True) -> Decimal | None:
 
 def is_extended(resource: str) -> bool:
     """Extended resources (device plugins: nvidia.com/gpu, vpc.amazonaws.com/efa): whole numbers, requests = limits."""
-    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests.")) \
+    return (
+        "/" in resource
+        and not resource.startswith(("kubernetes.io/", "requests."))
         and not resource.split("/", 1)[0].endswith(".kubernetes.io")
+    )

@@ -68,7 +68,7 @@ class LazyDefs(Mapping[str, object]):
             pass
         if self._parsed is None:
             offset, length, crc = self._index[name]
-            blob = self._payload[offset:offset + length]
+            blob = self._payload[offset : offset + length]
             try:
                 if binascii.crc32(blob) != crc:
                     raise ValueError("checksum")
@@ -149,7 +149,7 @@ class SlicedDefs(Mapping[str, object]):
         where = self._index.get(name) if self._parsed is None else None
         if where is not None:
             try:
-                value = json.loads(self._source[where[0]:where[1]].rstrip().rstrip(b","))
+                value = json.loads(self._source[where[0] : where[1]].rstrip().rstrip(b","))
             except ValueError:  # not the layout it looked like: parse the whole document
                 value = self._whole()[name]
         else:  # not found on a line of its own (or already parsed whole): the whole document says
@@ -177,6 +177,7 @@ def _load(path: Path, kind: str, source: bytes | None = None) -> Any:
     crc = binascii.crc32(source)
     python = f"{sys.version_info[0]}{sys.version_info[1]}"
     name = f"{path.stem}-{kind}-{len(source)}-{crc:08x}-f{FORMAT}-v{__version__}-m{marshal.version}-py{python}.bin"
+
     def parse_and_write() -> Any:  # a cold cache, or a corrupt entry (rewritten)
         parsed = _parse(source, kind)
         _write(folder, name, parsed, kind)
@@ -202,8 +203,8 @@ def _read(file: Path, kind: str, fallback: Callable[[], Any]) -> Any:
     head = len(_MAGIC)
     if len(raw) < head + 8 or not raw.startswith(_MAGIC):
         return None
-    crc, size = int.from_bytes(raw[head:head + 4], "big"), int.from_bytes(raw[head + 4:head + 8], "big")
-    checked = memoryview(raw)[head + 8:head + 8 + size]
+    crc, size = int.from_bytes(raw[head : head + 4], "big"), int.from_bytes(raw[head + 4 : head + 8], "big")
+    checked = memoryview(raw)[head + 8 : head + 8 + size]
     if len(checked) != size or binascii.crc32(checked) != crc:
         return None
     try:
@@ -213,7 +214,7 @@ def _read(file: Path, kind: str, fallback: Callable[[], Any]) -> Any:
     if kind == "defs":
         if not isinstance(data, dict) or not all(isinstance(v, tuple) and len(v) == 3 for v in data.values()):
             return None
-        return LazyDefs(data, memoryview(raw)[head + 8 + size:], fallback)
+        return LazyDefs(data, memoryview(raw)[head + 8 + size :], fallback)
     return data if isinstance(data, (dict, list)) else None
 
 
@@ -235,8 +236,9 @@ def _write(folder: Path, name: str, parsed: Any, kind: str) -> None:
                 checked, rest = marshal.dumps(index), b"".join(blobs)
             else:
                 checked, rest = marshal.dumps(parsed), b""
-            handle.write(_MAGIC + binascii.crc32(checked).to_bytes(4, "big") + len(checked).to_bytes(4, "big")
-                         + checked + rest)
+            handle.write(
+                _MAGIC + binascii.crc32(checked).to_bytes(4, "big") + len(checked).to_bytes(4, "big") + checked + rest
+            )
         os.replace(temporary, folder / name)
         temporary = None
     except (OSError, ValueError):

@@ -8,12 +8,14 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from referencing import Registry
 
 from helm_nemo import resources
 from helm_nemo.validate.documents import OBJECTMETA_REF
+
 
 def _kubernetes_validate_root() -> Path:
     """The schema folder kubernetes-validate ships, found without importing it (its import pulls in
@@ -37,7 +39,7 @@ def shipped_kube_versions() -> tuple[tuple[int, int], ...]:
 
 
 def resolve_kube_version(version: str) -> tuple[int, int]:
-    """"1.32", "v1.32.3" -> (1, 32): the newest shipped minor <= the one asked for."""
+    """ "1.32", "v1.32.3" -> (1, 32): the newest shipped minor <= the one asked for."""
     m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?", str(version).strip())
     if not m:
         raise ValueError(f"not a Kubernetes version: {version!r} (expected e.g. 1.32)")
@@ -81,8 +83,15 @@ def crd_file(api_version: str, kind: str) -> Path | None:
 
 _GO_LEADING_FLAGS = re.compile(r"^\^\(\?([a-zA-Z]+)\)")
 _POSIX_CLASSES = {
-    "[:alpha:]": "a-zA-Z", "[:digit:]": "0-9", "[:alnum:]": "a-zA-Z0-9", "[:upper:]": "A-Z", "[:lower:]": "a-z",
-    "[:space:]": r"\s", "[:xdigit:]": "0-9A-Fa-f", "[:word:]": r"\w", "[:punct:]": r"!-/:-@\[-`{-~",
+    "[:alpha:]": "a-zA-Z",
+    "[:digit:]": "0-9",
+    "[:alnum:]": "a-zA-Z0-9",
+    "[:upper:]": "A-Z",
+    "[:lower:]": "a-z",
+    "[:space:]": r"\s",
+    "[:xdigit:]": "0-9A-Fa-f",
+    "[:word:]": r"\w",
+    "[:punct:]": r"!-/:-@\[-`{-~",
 }
 
 
@@ -104,8 +113,19 @@ UNCHECKED_PATTERNS: list[str] = []
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-               "unevaluatedProperties", "unevaluatedItems", "additionalItems")
+_SCHEMA_ONE = (
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "additionalItems",
+)
 
 
 def prepare_crd_schema(node: Any, *, root: bool = True) -> Any:

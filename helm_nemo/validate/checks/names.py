@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -29,12 +30,23 @@ def dns_problems(value: Any, rule: str) -> list[str]:
             return [f"{value!r} may not be used as a name"]
         return [f"{value!r} may not contain {c!r}" for c in "/%" if c in value]
     limit, regex, words = {
-        "label1123": (63, _DNS1123_LABEL, "a DNS-1123 label (lower-case letters, digits and '-', starting and ending "
-                                          "with a letter or digit)"),
-        "label1035": (63, _DNS1035_LABEL, "a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-                                          "letter, ending with a letter or digit)"),
-        "subdomain": (253, _DNS1123_SUBDOMAIN, "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', each "
-                                               "part starting and ending with a letter or digit)"),
+        "label1123": (
+            63,
+            _DNS1123_LABEL,
+            "a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
+        ),
+        "label1035": (
+            63,
+            _DNS1035_LABEL,
+            "a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+            "letter, ending with a letter or digit)",
+        ),
+        "subdomain": (
+            253,
+            _DNS1123_SUBDOMAIN,
+            "a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', each "
+            "part starting and ending with a letter or digit)",
+        ),
     }[rule]
     out = []
     if len(value) > limit:
@@ -46,14 +58,20 @@ def dns_problems(value: Any, rule: str) -> list[str]:
 
 # Kubernetes name rules per kind (the rest: DNS-1123 subdomain).
 _NAME_RULES = {
-    "Service": "label1035", "Namespace": "label1123",
+    "Service": "label1035",
+    "Namespace": "label1123",
     # The Job's name is the value of its pods' batch.kubernetes.io/job-name label (<= 63).
-    "Job": "label1123", "CronJob": "label1123",  # CronJob: <= 52 as well, see check_names
+    "Job": "label1123",
+    "CronJob": "label1123",  # CronJob: <= 52 as well, see check_names
     # A JobSet's name starts its Jobs' names, which the JobSet webhook checks as DNS-1035 labels.
     "JobSet": "label1035",
-    "Role": "path-segment", "ClusterRole": "path-segment", "RoleBinding": "path-segment",
+    "Role": "path-segment",
+    "ClusterRole": "path-segment",
+    "RoleBinding": "path-segment",
     "ClusterRoleBinding": "path-segment",
 }
+
+
 def check_names(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
     """Names (strings: a name of another type is the schema check's)."""
     meta = mapping(doc.get("metadata"))
@@ -62,8 +80,11 @@ def check_names(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate])
         for why in dns_problems(name, _NAME_RULES.get(out.kind, "subdomain")):
             out.add(("metadata", "name"), f"{out.kind} name {why}", "dns-name")
     if out.kind == "CronJob" and isinstance(name, str) and len(name) > 52:
-        out.add(("metadata", "name"), f"CronJob name {name!r} is {len(name)} characters, more than 52 (its Jobs "
-                                      "append an 11-character suffix)", "dns-name")
+        out.add(
+            ("metadata", "name"),
+            f"CronJob name {name!r} is {len(name)} characters, more than 52 (its Jobs append an 11-character suffix)",
+            "dns-name",
+        )
     if isinstance(meta.get("namespace"), str):
         for why in dns_problems(meta["namespace"], "label1123"):
             out.add(("metadata", "namespace"), f"namespace {why}", "dns-name")
@@ -71,8 +92,11 @@ def check_names(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate])
         for section in ("data", "binaryData"):
             for key in mapping(doc.get(section)):
                 if not isinstance(key, str) or len(key) > 253 or not _CONFIGMAP_KEY.match(key):
-                    out.add((section, key), f"ConfigMap key {key!r} must be letters, digits, '-', '_' or '.' "
-                                            "(at most 253)", "dns-name")
+                    out.add(
+                        (section, key),
+                        f"ConfigMap key {key!r} must be letters, digits, '-', '_' or '.' (at most 253)",
+                        "dns-name",
+                    )
     if out.kind == "Service":
         for i, port in enumerate(items_of(mapping(doc.get("spec")).get("ports"))):
             if isinstance(port, dict) and isinstance(port.get("name"), str):
@@ -96,10 +120,19 @@ def check_names(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate])
 
 
 def _port_name(out: Collector, where: tuple[Any, ...], value: Any) -> None:
-    if not (isinstance(value, str) and 0 < len(value) <= 15 and _IANA_SVC_NAME.match(value)
-            and "--" not in value and re.search("[a-z]", value)):
-        out.add(where, f"port name {value!r} must be an IANA service name (at most 15 lower-case letters, digits "
-                       "and single '-', with a letter)", "dns-name")
+    if not (
+        isinstance(value, str)
+        and 0 < len(value) <= 15
+        and _IANA_SVC_NAME.match(value)
+        and "--" not in value
+        and re.search("[a-z]", value)
+    ):
+        out.add(
+            where,
+            f"port name {value!r} must be an IANA service name (at most 15 lower-case letters, digits "
+            "and single '-', with a letter)",
+            "dns-name",
+        )
 
 
 def check_derived_names(out: Collector, doc: Mapping[str, Any]) -> None:
@@ -113,8 +146,11 @@ def check_derived_names(out: Collector, doc: Mapping[str, Any]) -> None:
         subdomain = mapping(spec.get("network")).get("subdomain")
         if subdomain and isinstance(subdomain, str):
             for why in dns_problems(subdomain, "label1035"):
-                out.add(("spec", "network", "subdomain"), f"JobSet subdomain (the headless Service's name) {why}",
-                        "derived-name")
+                out.add(
+                    ("spec", "network", "subdomain"),
+                    f"JobSet subdomain (the headless Service's name) {why}",
+                    "derived-name",
+                )
         for i, rjob in enumerate(items_of(spec.get("replicatedJobs"))):
             if not isinstance(rjob, dict) or not isinstance(rjob.get("name"), str):
                 continue
@@ -127,9 +163,11 @@ def check_derived_names(out: Collector, doc: Mapping[str, Any]) -> None:
                 completions = max(as_int(job.get("completions"), as_int(job.get("parallelism"), 1)), 1)
                 pod_name = f"{job_name}-{completions - 1}-abcde"
                 for why in dns_problems(pod_name, "label1035"):
-                    out.add(("spec", "replicatedJobs", i, "name"),
-                            f"derived pod name (hostname {job_name}-{completions - 1} + 6-character suffix) {why}",
-                            "derived-name")
+                    out.add(
+                        ("spec", "replicatedJobs", i, "name"),
+                        f"derived pod name (hostname {job_name}-{completions - 1} + 6-character suffix) {why}",
+                        "derived-name",
+                    )
     elif out.kind == "Job" and spec.get("completionMode") == "Indexed":
         completions = max(as_int(spec.get("completions"), as_int(spec.get("parallelism"), 1)), 1)
         hostname = f"{name}-{completions - 1}"
@@ -151,13 +189,18 @@ def label_value_problem(value: Any) -> str | None:
     """Why `value` is not a label value (nor a nodeSelector value), or None."""
     if isinstance(value, str) and len(value) <= 63 and _LABEL_VALUE.fullmatch(value):
         return None
-    return (f"{short(value)} must be at most 63 letters, digits, '-', '_' or '.', starting and ending "
-            "with a letter or digit")
+    return (
+        f"{short(value)} must be at most 63 letters, digits, '-', '_' or '.', starting and ending "
+        "with a letter or digit"
+    )
 
 
 def _size(node: Any) -> int:
-    return sum(len(str(k).encode()) + len(v.encode() if isinstance(v, str) else str(v).encode())
-               for k, v in node.items()) if isinstance(node, dict) else 0
+    return (
+        sum(len(str(k).encode()) + len(v.encode() if isinstance(v, str) else str(v).encode()) for k, v in node.items())
+        if isinstance(node, dict)
+        else 0
+    )
 
 
 def check_sizes(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
@@ -165,13 +208,21 @@ def check_sizes(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate])
     metas = [(("metadata",), doc.get("metadata"))] + [(p.meta_path, p.meta) for p in pods]
     for where, meta in metas:
         if isinstance(meta, dict) and _size(meta.get("annotations")) > MAX_ANNOTATIONS_BYTES:
-            out.add(where + ("annotations",), f"annotations are {_size(meta['annotations'])} bytes together, more "
-                                              f"than the {MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts", "size")
+            out.add(
+                where + ("annotations",),
+                f"annotations are {_size(meta['annotations'])} bytes together, more "
+                f"than the {MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts",
+                "size",
+            )
     if out.kind == "ConfigMap":
         total = _size(doc.get("data")) + _size(doc.get("binaryData"))
         if total > MAX_CONFIGMAP_BYTES:
-            out.add((), f"ConfigMap data is {total} bytes, more than the {MAX_CONFIGMAP_BYTES // 2**20} MiB the API "
-                        "server accepts", "size")
+            out.add(
+                (),
+                f"ConfigMap data is {total} bytes, more than the {MAX_CONFIGMAP_BYTES // 2**20} MiB the API "
+                "server accepts",
+                "size",
+            )
 
 
 def check_labels(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
@@ -181,8 +232,12 @@ def check_labels(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]
     if isinstance(selector, dict):
         labels = selector.get("matchLabels") if out.kind != "Service" else selector
         if isinstance(labels, dict):
-            metas.append((("spec", "selector") + (("matchLabels",) if out.kind != "Service" else ()),
-                          {"labels": labels, "_selector": True}))
+            metas.append(
+                (
+                    ("spec", "selector") + (("matchLabels",) if out.kind != "Service" else ()),
+                    {"labels": labels, "_selector": True},
+                )
+            )
     for where, meta in metas:
         if not isinstance(meta, dict):
             continue
@@ -213,6 +268,8 @@ def _qualified_name_problems(key: Any) -> list[str]:
     if slash and (not prefix or dns_problems(prefix, "subdomain")):
         out.append(f"{key!r}: the prefix before '/' must be a DNS-1123 subdomain")
     if len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        out.append(f"{key!r}: the name part must be at most 63 letters, digits, '-', '_' or '.', starting and "
-                   "ending with a letter or digit")
+        out.append(
+            f"{key!r}: the name part must be at most 63 letters, digits, '-', '_' or '.', starting and "
+            "ending with a letter or digit"
+        )
     return out

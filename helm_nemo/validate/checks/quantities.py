@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -13,7 +14,9 @@ from helm_nemo.validate.documents import Collector, items_of, mapping, short
 from helm_nemo.validate.pods import PodTemplate, containers
 from helm_nemo.validate.quantity import is_extended, parse_quantity
 
-_GCSFUSE_QUANTITY = re.compile(r"^gke-gcsfuse/(?:metadata-prefetch-)?(?:cpu|memory|ephemeral-storage)-(?:limit|request)$")
+_GCSFUSE_QUANTITY = re.compile(
+    r"^gke-gcsfuse/(?:metadata-prefetch-)?(?:cpu|memory|ephemeral-storage)-(?:limit|request)$"
+)
 
 
 def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTemplate]) -> None:
@@ -38,7 +41,9 @@ def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTempl
     for pod in pods:
         for key, value in mapping(pod.meta.get("annotations")).items():
             if _GCSFUSE_QUANTITY.match(str(key)):
-                need(pod.meta_path + ("annotations", key), value, f"annotation {key}", json=False)  # the driver parses it
+                need(
+                    pod.meta_path + ("annotations", key), value, f"annotation {key}", json=False
+                )  # the driver parses it
         for i, volume in enumerate(items_of(pod.spec.get("volumes"))):
             empty = mapping(volume).get("emptyDir")
             if isinstance(empty, dict) and empty.get("sizeLimit") is not None:
@@ -49,30 +54,42 @@ def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTempl
             _resources(out, pod.path + where + ("resources",), container.get("resources"), need, extended_rules=True)
 
 
-def _resources(out: Collector, where: tuple[Any, ...], resources: Any, need: Callable[..., Decimal | None], *,
-               extended_rules: bool) -> None:
+def _resources(
+    out: Collector, where: tuple[Any, ...], resources: Any, need: Callable[..., Decimal | None], *, extended_rules: bool
+) -> None:
     if not isinstance(resources, dict):
         return
     parsed: dict[str, dict[str, Decimal | None]] = {}
     for which in ("requests", "limits"):
         block = resources.get(which)
         if isinstance(block, dict):
-            parsed[which] = {name: need(where + (which, name), value, f"{which[:-1]} {name}")
-                             for name, value in block.items()}
+            parsed[which] = {
+                name: need(where + (which, name), value, f"{which[:-1]} {name}") for name, value in block.items()
+            }
     requests, limits = parsed.get("requests", {}), parsed.get("limits", {})
     for name, request in requests.items():
         limit = limits.get(name)
         if request is None:
             continue
         if limit is not None and request > limit:
-            out.add(where + ("requests", name), f"request {name} {resources['requests'][name]} is more than the "
-                                                f"limit {resources['limits'][name]}", "resources")
+            out.add(
+                where + ("requests", name),
+                f"request {name} {resources['requests'][name]} is more than the limit {resources['limits'][name]}",
+                "resources",
+            )
         if extended_rules and is_extended(name) and limit is not None and request != limit:
-            out.add(where + ("requests", name), f"extended resource {name}: request {resources['requests'][name]} "
-                                                f"must equal the limit {resources['limits'][name]}", "resources")
+            out.add(
+                where + ("requests", name),
+                f"extended resource {name}: request {resources['requests'][name]} "
+                f"must equal the limit {resources['limits'][name]}",
+                "resources",
+            )
     if extended_rules:
         for which, block in parsed.items():
             for name, amount in block.items():
                 if amount is not None and is_extended(name) and amount != amount.to_integral_value():
-                    out.add(where + (which, name), f"extended resource {name} must be a whole number, got "
-                                                   f"{resources[which][name]}", "resources")
+                    out.add(
+                        where + (which, name),
+                        f"extended resource {name} must be a whole number, got {resources[which][name]}",
+                        "resources",
+                    )
