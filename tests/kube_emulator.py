@@ -277,6 +277,32 @@ def decode_protobuf(body: bytes) -> dict:
 # Patches
 
 
+def apply_configuration(live: dict, last_applied: dict, applied: dict) -> dict:
+    """Server-side apply by one manager: `live` with the fields of `applied` set (maps merged, lists replaced)
+    and the fields `last_applied` had but `applied` has not removed; other fields are left as they are."""
+
+    def prune(target: Any, before: Any, now: Any) -> None:
+        if not isinstance(target, dict) or not isinstance(before, dict):
+            return
+        for key, value in before.items():
+            if not isinstance(now, dict) or key not in now:
+                target.pop(key, None)
+            else:
+                prune(target.get(key), value, now[key])
+
+    def put(target: dict, values: dict) -> None:
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(target.get(key), dict):
+                put(target[key], value)
+            else:
+                target[key] = copy.deepcopy(value)
+
+    out = copy.deepcopy(live)
+    prune(out, last_applied, applied)
+    put(out, applied)
+    return out
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
@@ -940,6 +966,7 @@ class KubeEmulator:
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
         self._store: dict[Resource, dict[tuple[str, str], dict]] = {r: {} for r in self.resources}
+        self._applied: dict[tuple, dict] = {}  # (resource, namespace, name) -> the last server-side applied config
         self._events: list[_Event] = []
         self._rv = 1
         self._cond = threading.Condition()
@@ -1294,6 +1321,7 @@ class KubeEmulator:
             if dry_run:
                 return obj
             del self._store[res][(ns, name)]
+            self._applied.pop((res, ns, name), None)
             obj = copy.deepcopy(obj)
             obj["metadata"]["resourceVersion"] = self._bump()
             self._emit("DELETED", res, obj)
@@ -1412,14 +1440,21 @@ class KubeEmulator:
         with self._cond:
             old = self._store[res].get((ns, name))
             if content_type.startswith("application/apply-patch"):
-                # Server-side apply: the applied configuration is the object (one field manager).
+                # Server-side apply with one applier: the applied configuration sets its fields, the fields it
+                # applied last time and leaves out now are removed, and fields others wrote (Kueue's
+                # spec.suspend, a controller's status) stay, as the field managers of a real server keep them.
+                key = (res, ns, name)
                 if old is None:
-                    return self.create(res, ns, patch, dry_run=dry_run)
-                new = copy.deepcopy(patch)
+                    created = self.create(res, ns, patch, dry_run=dry_run)
+                    if not dry_run:
+                        self._applied[key] = copy.deepcopy(patch)
+                    return created
+                new = apply_configuration(old, self._applied.get(key, {}), patch)
                 new.setdefault("metadata", {}).pop("resourceVersion", None)
-                if "status" in old and "status" not in new:
-                    new["status"] = old["status"]
-                return self.replace(res, ns, name, new, dry_run=dry_run)
+                replaced = self.replace(res, ns, name, new, dry_run=dry_run)
+                if not dry_run:
+                    self._applied[key] = copy.deepcopy(patch)
+                return replaced
             if old is None:
                 raise ApiError(
                     404,

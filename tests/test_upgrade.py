@@ -139,6 +139,37 @@ def test_a_change_the_cluster_takes_in_place_is_an_ordinary_upgrade(helm, kube, 
     assert job_timestamp(kube) == installed
 
 
+def test_a_suspended_jobset_changes_its_pods_scheduling_fields_in_place(helm, kube, env, installed, tmp_path):
+    """The live JobSet decides (Kueue suspends a queued or preempted JobSet): suspended, a new nodeSelector is
+    taken in place by the JobSet webhook, so the upgrade is in place; a new image still needs a new workload."""
+    jobset = kube.get("JobSet", WORKLOAD, "ml-team")
+    jobset["spec"]["suspend"] = True  # what Kueue does to a JobSet it holds
+    kube.replace(kube.resource("JobSet"), "ml-team", WORKLOAD, jobset)
+    changed = recipe_with(
+        tmp_path,
+        "      terminationGracePeriodSeconds: 3\n",
+        "      terminationGracePeriodSeconds: 3\n      nodeSelector: {team: a}\n",
+    )
+    proc = ok(nemo(["upgrade", "--values", str(changed), *NS], env, EPOCH_LATER))
+    assert f"[3/3] upgrade {WORKLOAD} (" in proc.stderr and "in place" in proc.stderr
+    pod = kube.get("JobSet", WORKLOAD, "ml-team")["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["team"] == "a"
+    line = _image_line()
+    newer = recipe_with(tmp_path, line, line.rstrip() + "-new")
+    proc = nemo(["upgrade", "--values", str(newer), *NS], env, EPOCH_LATER)
+    assert proc.returncode == 2 and "even while suspended only its pods' labels" in proc.stderr, proc.stderr
+
+
+def test_a_running_jobset_refuses_the_same_nodeselector_change(helm, kube, env, installed, tmp_path):
+    changed = recipe_with(
+        tmp_path,
+        "      terminationGracePeriodSeconds: 3\n",
+        "      terminationGracePeriodSeconds: 3\n      nodeSelector: {team: a}\n",
+    )
+    proc = nemo(["upgrade", "--values", str(changed), *NS], env, EPOCH_LATER)
+    assert proc.returncode == 2 and "immutable while it is not suspended" in proc.stderr, proc.stderr
+
+
 def test_a_node_count_change_needs_a_new_workload(helm, kube, env, installed, tmp_path):
     changed = recipe_with(tmp_path, "gpus: 432", "gpus: 424")
     proc = nemo(["upgrade", "--values", str(changed), *NS], env, EPOCH_LATER)

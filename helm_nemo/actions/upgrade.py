@@ -21,7 +21,7 @@ run's timestamp) kept; running the same command again installs it as that run.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
@@ -66,7 +66,7 @@ def classify(
             (obj.id, refusal)
             for obj in objects
             if obj.change == "changed" and obj.old and obj.new
-            for refusal in refusals(obj.old, obj.new)
+            for refusal in refusals(obj.old, obj.new, live=live_object(obj, extra, echo))
         ]
         if status == "uninstalled":
             action = REINSTALL  # a recreate stopped after its uninstall: the history keeps the run
@@ -74,6 +74,27 @@ def classify(
             action = NEW_WORKLOAD if refused and status is not None else IN_PLACE
         out.append(ReleaseChange(plan, status, action, refused))
     return out
+
+
+_PLURALS = {"JobSet": "jobsets", "Job": "jobs"}
+
+
+def live_object(obj: ObjectDiff, extra: list[str], echo: Echo) -> dict[str, Any] | None:
+    """The object as the cluster holds it now, for the workloads whose update rules depend on their state
+    (suspended by Kueue or by the values, a Job never started); None when it cannot be read: the rules then
+    take the safe side (running). Only read when the manifest comparison would refuse the change."""
+    plural = _PLURALS.get(obj.id.kind)
+    if plural is None or not obj.old or not obj.new or not refusals(obj.old, obj.new):
+        return None
+    from helm_nemo.kube import KubeError, connect
+
+    try:
+        client = connect(extra)
+        namespace = obj.id.namespace or client.namespace
+        return client.get(f"/apis/{obj.id.api_version}/namespaces/{namespace}/{plural}/{obj.id.name}")
+    except KubeError as err:
+        echo(f"helm nemo: could not read {obj.id.kind} {obj.id.name} from the cluster ({err}); deciding as if it runs")
+        return None
 
 
 def _against_last_deployed(
