@@ -651,7 +651,7 @@ class RealCluster:
                 self._wait(f"kwok {name} CRD", lambda n=crd["metadata"]["name"]: self._established(n), 60)
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump_all(stages))
-        kwok_port = free_port()
+        self.kwok_port = kwok_port = free_port()
         self._run(
             "kwok",
             [
@@ -864,7 +864,7 @@ class RealCluster:
         created = []
         for _ in range(count):
             name = f"{profile_id}-node-{len(names)}"
-            self.api("POST", "/api/v1/nodes", node_object(profile, name))
+            self.api("POST", "/api/v1/nodes", self._registered(node_object(profile, name)))
             names.append(name)
             created.append(name)
         self.wait_for(f"{count} {profile_id} nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
@@ -895,30 +895,42 @@ class RealCluster:
             self.api(
                 "POST",
                 "/api/v1/nodes",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": name,
-                        "annotations": {KWOK_NODE_ANNOTATION: "fake"},
-                        "labels": {
-                            "kubernetes.io/hostname": name,
-                            "kubernetes.io/os": "linux",
-                            "kubernetes.io/arch": "amd64",
-                            "node.kubernetes.io/instance-type": "e2-standard-8",
-                            "cloud.google.com/gke-nodepool": "default-pool",
-                            "topology.kubernetes.io/region": region,
-                            "topology.kubernetes.io/zone": zone,
-                            "type": "kwok",
+                self._registered(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                            "labels": {
+                                "kubernetes.io/hostname": name,
+                                "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64",
+                                "node.kubernetes.io/instance-type": "e2-standard-8",
+                                "cloud.google.com/gke-nodepool": "default-pool",
+                                "topology.kubernetes.io/region": region,
+                                "topology.kubernetes.io/zone": zone,
+                                "type": "kwok",
+                            },
                         },
-                    },
-                    "status": {"capacity": capacity, "allocatable": capacity},
-                },
+                        "status": {"capacity": capacity, "allocatable": capacity},
+                    }
+                ),
             )
             names.append(name)
             created.append(name)
         self.wait_for(f"{count} CPU nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
         return created
+
+    def _registered(self, node: dict) -> dict:
+        """What a kubelet reports when it registers: the node's addresses and its kubelet endpoint (kwok's
+        server, which the API server reaches for pods/log)."""
+        node["status"]["addresses"] = [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": node["metadata"]["name"]},
+        ]
+        node["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.kwok_port}}
+        return node
 
     def _node_ready(self, name: str) -> bool:
         node = self.get(f"/api/v1/nodes/{name}")

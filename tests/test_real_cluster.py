@@ -601,7 +601,18 @@ def test_kwok_fails_pods_on_demand_and_serves_their_log(cluster, nemo, helm_name
     )
 
     name = failed[0]["metadata"]["name"]
-    text = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log?container=workload")
+    node = cluster.get(f"/api/v1/nodes/{failed[0]['spec']['nodeName']}")
+    print(
+        "the failed pod's node:",
+        node["metadata"]["name"],
+        node["status"].get("addresses"),
+        [(c["type"], c["status"]) for c in node["status"].get("conditions") or []],
+    )
+    text = cluster.wait_for(
+        "the pod's log from kwok",
+        lambda: cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}/log?container=workload"),
+        20,
+    )
     assert text == "".join(f"{line}\n" for line in lines), text
 
     ok(nemo("uninstall", "bad", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
