@@ -284,3 +284,45 @@ def test_a_release_left_uninstalled_by_a_stopped_recreate_is_installed_again_as_
     ) in proc.stderr
     assert job_timestamp(kube) == installed and image_of(kube).endswith("-new")
     assert history(env, WORKLOAD, helm) == [(1, "superseded"), (2, "deployed")]
+
+
+# ---- nemo-training: an Indexed Job, refused by the API server itself -------------------------------------
+
+NEMO_TRAINING = RECIPE.parent / "a3high-gpt-5b.yaml"
+
+
+def _nemo_training_copy(tmp_path: Path, old: str | None = None, new: str | None = None) -> Path:
+    examples = tmp_path / "examples"
+    if not examples.exists():
+        shutil.copytree(RECIPE.parent, examples)
+    path = examples / NEMO_TRAINING.name
+    if old is not None and new is not None:
+        text = path.read_text()
+        assert old in text, old
+        path.write_text(text.replace(old, new))
+    return path
+
+
+def _job_identifier(kube) -> str:
+    pod = kube.get("Job", "gpt-5b", "ml-team")["spec"]["template"]["spec"]
+    return next(e["value"] for c in pod["containers"] for e in c.get("env", []) if e["name"] == "JOB_IDENTIFIER")
+
+
+def test_nemo_training_job_image_change_is_refused_then_recreated_as_the_same_run(helm, kube, env, tmp_path):
+    env = {**env, "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/p/r"}
+    values = _nemo_training_copy(tmp_path)
+    ok(nemo(["install", "--values", str(values), *NS], env))
+    run_id = _job_identifier(kube)
+    # A new image: the Job's pod template is immutable (the API server's Job validation).
+    newer = _nemo_training_copy(tmp_path, "nemofw-training:23.05-py3", "nemofw-training:24.01-py3")
+    proc = nemo(["upgrade", "--values", str(newer), *NS], env, EPOCH_LATER)
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        "gpt-5b: Job gpt-5b: Job.spec.template is immutable while it is not suspended: the API server (Job validation)"
+        in proc.stderr
+    )
+    assert [r for r in kube.requests if r.method == "DELETE"] == []
+    proc = ok(nemo(["upgrade", "--values", str(newer), *NS, "--recreate"], env, EPOCH_LATER))
+    job = kube.get("Job", "gpt-5b", "ml-team")
+    assert [c["image"] for c in job["spec"]["template"]["spec"]["containers"]][0].endswith("nemofw-training:24.01-py3")
+    assert _job_identifier(kube) == run_id  # the same run: NeMo's explicit_log_dir and version are unchanged
