@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -716,6 +717,75 @@ def jobset_update_errors(old: dict, new: dict) -> list:
     return errors
 
 
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+# Kinds whose names are DNS-1123 labels (63 characters) rather than subdomains (253): k8s.io/kubernetes
+# pkg/apis/core/validation (Service, Namespace) and the JobSet webhook (its names become pod host names).
+_LABEL_NAMED = {"Service", "Namespace"}
+
+
+def metadata_refusal(res: Resource, meta: dict) -> ApiError | None:
+    """The 422 the API server answers to a bad metadata.name or label (apimachinery's ValidateObjectMeta,
+    ValidateLabels): a name that is not DNS-1123 (a label of 63 for Services and Namespaces, else a subdomain
+    of 253), a label key over 63 (after its prefix) or a value over 63 or not alphanumeric at its ends."""
+    name = str(meta.get("name") or "")
+    errors = []
+    if res.kind in _LABEL_NAMED:
+        if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+            errors.append(
+                (
+                    "metadata.name",
+                    name,
+                    "a lowercase RFC 1123 label must consist of lower case "
+                    "alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                )
+            )
+    elif len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        errors.append(
+            (
+                "metadata.name",
+                name,
+                "a lowercase RFC 1123 subdomain must consist of lower case "
+                "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            )
+        )
+    for key, value in (meta.get("labels") or {}).items():
+        prefix, _, label = str(key).rpartition("/")
+        if len(label) > 63 or not _LABEL_NAME.fullmatch(label) or (prefix and not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+            errors.append(
+                (
+                    "metadata.labels",
+                    key,
+                    "name part must be no more than 63 characters"
+                    if len(label) > 63
+                    else "name part must consist of alphanumeric characters, '-', '_' or '.'",
+                )
+            )
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            errors.append(
+                (
+                    "metadata.labels",
+                    value,
+                    "must be no more than 63 characters"
+                    if isinstance(value, str) and len(value) > 63
+                    else "a valid label must be an empty string or consist of "
+                    "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+                )
+            )
+    if not errors:
+        return None
+    causes = [
+        {"reason": "FieldValueInvalid", "message": f"Invalid value: {json.dumps(value)}: {detail}", "field": path}
+        for path, value, detail in errors
+    ]
+    group = f".{res.group}" if res.group else ""
+    listed = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
+    message = f'{res.kind}{group} "{name}" is invalid: ' + (listed if len(causes) == 1 else f"[{listed}]")
+    return ApiError(422, "Invalid", message, {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
+
+
 def update_refusal(res: Resource, name: str, old: dict, new: dict) -> ApiError | None:
     """The 422 the real cluster answers to this update of a Job or JobSet, or None when it takes it."""
     if res.group == "batch" and res.kind == "Job":
@@ -1241,6 +1311,9 @@ class KubeEmulator:
                 if not meta.get("generateName"):
                     raise ApiError(422, "Invalid", f"{res.kind} has no metadata.name")
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            refusal = metadata_refusal(res, meta)
+            if refusal is not None:
+                raise refusal
             if res.namespaced:
                 if meta.get("namespace") and meta["namespace"] != ns:
                     raise ApiError(

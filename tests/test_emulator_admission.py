@@ -131,3 +131,48 @@ def test_the_emulator_answers_updates_as_the_real_cluster(kube, case, old, new, 
 def test_helm_nemo_decides_every_case_as_the_emulator(case, old, new, refused):
     """Given the live object (here: the old one, never started), the product's rules name the same field."""
     assert [r.path for r in refusals(old, new, live=old)] == ([refused] if refused else [])
+
+
+@pytest.mark.parametrize(
+    "kind, name, labels, field",
+    [
+        ("ConfigMap", "Bad_Name", {}, "metadata.name"),
+        ("ConfigMap", "a" * 254, {}, "metadata.name"),
+        ("Service", "a" * 64, {}, "metadata.name"),
+        ("Service", "a.b", {}, "metadata.name"),
+        ("ConfigMap", "ok", {"team": "x" * 64}, "metadata.labels"),
+        ("ConfigMap", "ok", {"team": "-x"}, "metadata.labels"),
+        ("ConfigMap", "ok", {"k" * 64: "v"}, "metadata.labels"),
+    ],
+    ids=["underscore", "254-chars", "service-64", "service-dot", "label-value-64", "label-value-dash", "label-key-64"],
+)
+def test_the_emulator_refuses_bad_names_and_labels_as_the_api_server(kube, kind, name, labels, field):
+    api = {"ConfigMap": "configmaps", "Service": "services"}[kind]
+    body = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "labels": labels}}
+    request = urllib.request.Request(
+        f"{kube.url}/api/v1/namespaces/default/{api}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {kube.token}"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request)
+    answer = json.loads(refused.value.read())
+    assert (refused.value.code, answer["reason"]) == (422, "Invalid")
+    assert answer["message"].startswith(f'{kind} "{name}" is invalid: {field}: Invalid value: ')
+    assert kube.objects(kind, "default") == []
+
+
+def test_good_names_and_labels_are_taken(kube):
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "a.b-c",
+                "namespace": "default",
+                "labels": {"app.kubernetes.io/name": "x_y.z", "empty": ""},
+            },
+        }
+    )
+    assert kube.names("ConfigMap", "default") == ["a.b-c"]
