@@ -114,6 +114,22 @@ def rendered_objects(nemo: Nemo, values: Path, namespace: str, *extra: str) -> l
     return [d for d in yaml.safe_load_all(out) if isinstance(d, dict)]
 
 
+def cleaned_up(nemo: Nemo, values: Path, namespace: str):
+    """On a failure, uninstall what the test installed before it re-raises: cluster-scoped objects (PVs,
+    ClusterRoles) left behind would make the next test's install of the same recipe fail."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except BaseException:
+            nemo("uninstall", "--values", str(values), "-n", namespace)
+            raise
+
+    return guard()
+
+
 def leftovers(cluster, namespace: str) -> list[str]:
     found = []
     for group_version, plural in LEFTOVER_KINDS:
@@ -192,6 +208,11 @@ NOT_INSTALLED = {"resource.nvidia.com"}
 def test_example_installs_and_uninstalls(cluster, nemo, helm_name, example):
     namespace = new_namespace(cluster, f"ex-{helm_name}")
     objects = rendered_objects(nemo, example, namespace)
+    with cleaned_up(nemo, example, namespace):
+        _install_and_uninstall(cluster, nemo, example, namespace, objects)
+
+
+def _install_and_uninstall(cluster, nemo: Nemo, example: Path, namespace: str, objects: list[dict]) -> None:
     proc = nemo("install", "--values", str(example), "-n", namespace)
     missing = sorted({o["apiVersion"].split("/")[0] for o in objects} & NOT_INSTALLED)
     if missing:
@@ -553,16 +574,27 @@ RESILIENCY_RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"
 def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
     ensure_nodes(cluster, "a3ultra", 2)
     namespace = new_namespace(cluster, f"wait-{helm_name}")
-    proc = nemo("install", "--values", str(RESILIENCY_RECIPE), "-n", namespace, "--atomic", "--timeout", "120s")
-    assert proc.returncode == 0, proc.stderr
-    for deployment in cluster.list_objects("apps/v1", "deployments", namespace):
-        status = deployment["status"]
-        assert status.get("availableReplicas") == deployment["spec"]["replicas"], status
-    daemonsets = cluster.list_objects("apps/v1", "daemonsets", namespace)
-    assert daemonsets and all(
-        d["status"]["numberReady"] == d["status"]["desiredNumberScheduled"] > 0 for d in daemonsets
-    )
-    ok(nemo("uninstall", "--values", str(RESILIENCY_RECIPE), "-n", namespace))
+    with cleaned_up(nemo, RESILIENCY_RECIPE, namespace):
+        proc = nemo("install", "--values", str(RESILIENCY_RECIPE), "-n", namespace, "--atomic", "--timeout", "120s")
+        assert proc.returncode == 0, proc.stderr
+        for deployment in cluster.list_objects("apps/v1", "deployments", namespace):
+            status = deployment["status"]
+            assert status.get("availableReplicas") == deployment["spec"]["replicas"], status
+        # A DaemonSet is ready for helm with at most maxUnavailable (1) of its pods not ready yet.
+        daemonsets = cluster.list_objects("apps/v1", "daemonsets", namespace)
+        assert daemonsets and all(
+            0 < d["status"]["desiredNumberScheduled"] <= d["status"].get("numberReady", 0) + 1 for d in daemonsets
+        ), [d["status"] for d in daemonsets]
+        cluster.wait_for(
+            "every supervisor host pod ready",
+            lambda: all(
+                d["status"].get("numberReady") == d["status"]["desiredNumberScheduled"]
+                for d in cluster.list_objects("apps/v1", "daemonsets", namespace)
+            ),
+            60,
+            1,
+        )
+        ok(nemo("uninstall", "--values", str(RESILIENCY_RECIPE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
 
 
