@@ -647,5 +647,16 @@ def test_kwok_fails_pods_on_demand_and_serves_their_log(cluster, nemo, helm_name
     )
     assert text == "".join(f"{line}\n" for line in lines), text
 
+    # helm nemo status and logs read the same real objects and log: the failed run, in words.
+    proc = nemo("status", "bad", "-n", namespace)
+    print(f"helm nemo status ({helm_name}):\n{proc.stdout}{proc.stderr}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdict = proc.stdout.splitlines()[0]
+    assert verdict.startswith(f"bad ({namespace}): Failed"), proc.stdout
+    assert "exit 1" in proc.stdout or "exit code 1" in proc.stdout, proc.stdout
+    proc = nemo("logs", "bad", "-n", namespace, "--pod", name)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith(lines[-1] + "\n"), proc.stdout
+
     ok(nemo("uninstall", "bad", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
