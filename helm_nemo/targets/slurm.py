@@ -221,15 +221,17 @@ class _Renderer:
             )
 
     # -- pieces of the script
+    def directive(self, option: str, value: Any, where: tuple[Any, ...] | None) -> str:
+        """One `#SBATCH` line; a value sbatch would misread (newline, double quote) is a problem at `where`."""
+        text = text_of(value)
+        if "\n" in text or "\r" in text or '"' in text:
+            self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
+        return f"#SBATCH {option}={text}" if not re.search(r"\s", text) else f'#SBATCH {option}="{text}"'
+
     def directives(
         self, s: dict[str, Any], job_name: str, nodes: int, gpus_per_node: int, output: str, error: str | None
     ) -> list[str]:
-        def line(option: str, value: Any, where: tuple[Any, ...] | None) -> str:
-            text = text_of(value)
-            if "\n" in text or "\r" in text or '"' in text:
-                self.problem(where or ("slurm",), f"{option} cannot hold a newline or a double quote", "one line")
-            return f"#SBATCH {option}={text}" if not re.search(r"\s", text) else f'#SBATCH {option}="{text}"'
-
+        line = self.directive
         out = [
             line("--job-name", job_name, ("slurm", "job_name_prefix")),
             line("--nodes", nodes, ("workload", "gpus")),
@@ -246,6 +248,14 @@ class _Renderer:
             out.append("#SBATCH --exclusive")
         if s.get("mem") is not None:
             out.append(line("--mem", s["mem"], ("slurm", "mem")))
+        return out + self.scheduling_directives(s, output, error)
+
+    DEADLINE: tuple[str, ...] = ("workload", "activeDeadlineSeconds")  # the default of slurm.time
+
+    def scheduling_directives(self, s: dict[str, Any], output: str, error: str | None) -> list[str]:
+        """Where and how long the job runs, its log files and the extra directives: the same for every job kind."""
+        line = self.directive
+        out = []
         for key, option in (
             ("partition", "--partition"),
             ("account", "--account"),
@@ -257,7 +267,7 @@ class _Renderer:
             if s.get(key) is not None:
                 out.append(line(option, s[key], ("slurm", key)))
         time = s.get("time")
-        deadline = value_at(self.values, ("workload", "activeDeadlineSeconds"))
+        deadline = value_at(self.values, self.DEADLINE)
         if time is None and deadline and "time" not in (self.section_raw or {}):
             minutes = math.ceil(int(deadline) / 60)
             time = f"{minutes // 1440}-{minutes % 1440 // 60:02d}:{minutes % 60:02d}:00"
@@ -315,14 +325,12 @@ class _Renderer:
                 put(name, '"${' + name + '}"', "slurm.secret_env")
         return [(name, word, origin) for name, (word, origin) in entries.items()]
 
+    IMAGE: tuple[str, ...] = ("workload", "image")  # where the values name the container image
+
     def image(self, s: dict[str, Any]) -> str:
         if s.get("container_image"):
             return str(s["container_image"])
-        image = text_of(value_at(self.values, ("workload", "image")))
-        first, _, rest = image.partition("/")
-        if rest and ("." in first or ":" in first or first == "localhost"):
-            return f"{first}#{rest}"  # Enroot's REGISTRY#IMAGE
-        return image
+        return enroot_image(text_of(value_at(self.values, self.IMAGE)))
 
     def mounts(self, s: dict[str, Any], results_root: str) -> list[str]:
         out = list(s.get("container_mounts") or [])
@@ -674,6 +682,14 @@ RUNTIME_EXPANDED = (
     "PWD",
     "HOSTNAME",
 )
+
+
+def enroot_image(image: str) -> str:
+    """A registry image as Enroot/Pyxis names it: REGISTRY#IMAGE when the first part is a registry host."""
+    first, _, rest = image.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return image
 
 
 def _covers(mount_target: str, path: str) -> bool:
