@@ -79,4 +79,11 @@ if [ "${WITH_SLURM:-0}" = 1 ] && { ! command -v sbatch >/dev/null || [ ! -x /usr
     (systemctl stop "$service" || service "$service" stop) >/dev/null 2>&1 || true
   done
 fi
+# 6. What the data-prep worker script (charts/data-prep/files/prepare.sh) runs, for its tests: curl, zstd.
+if [ "${WITH_SLURM:-0}" = 1 ] && { ! command -v curl >/dev/null || ! command -v zstd >/dev/null; }; then
+  echo "setup: installing Debian's curl and zstd"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends curl zstd >/dev/null
+fi
 echo "setup: ok (helm3=$(.tools/helm3/helm version --template '{{.Version}}'), helm4=$(.tools/helm4/helm version --template '{{.Version}}'))"

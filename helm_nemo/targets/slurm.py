@@ -40,7 +40,7 @@ from helm_nemo.values import value_at
 
 SCHEMA_FILE = "slurm.schema.json"
 # Chart kinds with a Slurm rendering; the storage charts' filesystems are the cluster's own on Slurm.
-JOB_KINDS = ("nemo-training",)
+JOB_KINDS = ("nemo-training", "data-prep")
 STORAGE_KINDS = ("fsx-lustre", "gcs-fuse")
 SUBMISSION_NAME = "submission.sh"
 RESOLVED_VALUES_NAME = "resolved-values.yaml"
@@ -99,14 +99,21 @@ class SlurmJob:
     resolved_values: str  # YAML, secrets masked
     secret_env: dict[str, str | None] = field(default_factory=dict)  # names the job takes from sbatch's env
     notes: list[str] = field(default_factory=list)
+    array: int | None = None  # an array job of this many tasks (data-prep workers); None: one job
+    after: list[str] = field(default_factory=list)  # releases whose jobs must succeed first (afterok)
+    dependency: str | None = None  # slurm.dependency: the values' own, kept beside afterok at submission
 
     def results_dir(self, job_id: str) -> str:
+        if self.array is not None:
+            return f"{self.experiment_dir}/{self.job_name}_{job_id}"
         if not self.unique:
             return self.experiment_dir
         return f"{self.experiment_dir}/{self.job_name}_{job_id}"
 
     def log_file(self, job_id: str) -> str:
-        return self.output.replace("%x", self.job_name).replace("%j", job_id)
+        """The log's path; an array job's, with `*` for the task (one log per task)."""
+        path = self.output.replace("%x", self.job_name).replace("%j", job_id).replace("%A", job_id)
+        return path.replace("%a", "*")
 
 
 def schema() -> dict[str, Any]:
@@ -501,6 +508,7 @@ class _Renderer:
             resolved_values=resolved,
             secret_env=dict(secrets.required),
             notes=self.notes,
+            dependency=s.get("dependency"),
         )
 
     def arguments(self, secrets: Secrets, env: list[tuple[str, str, str]]) -> list[str]:
@@ -735,7 +743,7 @@ def split_plans(plans: list[Any]) -> tuple[list[Any], list[str]]:
                     column,
                     json_path(where),
                     f"release {plan.release}: chart {plan.chart_kind or plan.chart!r} has no Slurm rendering",
-                    "a nemo-training release (storage releases are skipped)",
+                    "a nemo-training or data-prep release (storage releases are skipped)",
                     "run this release with --target kubernetes, or leave it out of the recipe",
                 )
             )

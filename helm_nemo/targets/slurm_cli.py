@@ -42,7 +42,14 @@ def jobs_of(
     problems: list[Problem] = []
     for plan in selected:
         try:
-            jobs.append(slurm.render(plan, env, show_secrets=show_secrets, source_name=_shown(plan.source)))
+            if plan.chart_kind == "data-prep":
+                from helm_nemo.targets import slurm_dataprep
+
+                job = slurm_dataprep.render(plan, env, show_secrets=show_secrets, source_name=_shown(plan.source))
+            else:
+                job = slurm.render(plan, env, show_secrets=show_secrets, source_name=_shown(plan.source))
+            job.after = [name for name in plan.after if name in {p.release for p in selected}]
+            jobs.append(job)
         except UserError as err:
             problems += err.problems
     if problems:

@@ -87,8 +87,21 @@ def submission_env(job: SlurmJob, env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def dependency_flags(job: SlurmJob, submitted: Mapping[str, str]) -> list[str]:
+    """`--dependency=afterok:<ids>` for the releases the job waits for (their job ids, this run's), with the
+    values' own slurm.dependency beside it: on the command line, sbatch would let one replace the other."""
+    ids = [submitted[name] for name in job.after if name in submitted]
+    if not ids:
+        return []
+    return ["--dependency=afterok:" + ":".join(ids) + (f",{job.dependency}" if job.dependency else "")]
+
+
 def submit(
-    job: SlurmJob, env: Mapping[str, str] | None = None, extra: list[str] | None = None, echo: Echo = _stderr
+    job: SlurmJob,
+    env: Mapping[str, str] | None = None,
+    extra: list[str] | None = None,
+    echo: Echo = _stderr,
+    submitted: Mapping[str, str] | None = None,
 ) -> Submitted:
     env = dict(os.environ if env is None else env)
     sbatch_env = submission_env(job, env)
@@ -98,7 +111,7 @@ def submit(
     # sbatch copies the script when it accepts the job; the staging copy goes right after.
     staging = Path(job.experiment_dir) / f".{job.job_name}.submitting.{os.getpid()}.sh"
     staging.write_text(job.script, encoding="utf-8")
-    command = ["sbatch", "--parsable", "--hold", *(extra or [])]
+    command = ["sbatch", "--parsable", "--hold", *dependency_flags(job, submitted or {}), *(extra or [])]
     try:
         out = _checked([*command, str(staging)], sbatch_env)
     finally:
@@ -135,7 +148,7 @@ def install(
         for note in job.notes:
             echo(f"note: {note}")
         try:
-            sub = submit(job, env, extra, echo)
+            sub = submit(job, env, extra, echo, submitted={d.release: d.job_id for d in done})
         except SlurmCommandError as err:
             echo(f"helm nemo: {job.release}: {err}")
             if done:
@@ -146,7 +159,9 @@ def install(
                 )
             return 1
         done.append(sub)
-        out(f"submitted {sub.release}: job {sub.job_id}")
+        waits = f" (starts after {', '.join(job.after)} succeeded: afterok)" if job.after else ""
+        tasks = f" (array of {job.array} task(s))" if job.array is not None else ""
+        out(f"submitted {sub.release}: job {sub.job_id}{tasks}{waits}")
         out(f"  results: {sub.results_dir}")
         out(f"  log:     {sub.log}")
     return 0
