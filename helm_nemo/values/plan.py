@@ -56,6 +56,10 @@ class ReleasePlan:
     loaded: Any = None  # the file's LoadedValues (positions for errors of the other targets)
     sources: list[Path] = field(default_factory=list)  # every -f file (several merge into one), in order
     pulled: Path | None = None  # an oci:// chart's own folder, pulled with helm to check the values against it
+    # A recipe's stages (helm_nemo/dataprep/recipe.py): the earlier releases whose Jobs must complete first
+    # (`after:`, and `dataFrom:`), and the data-prep release whose outputs this training reads (`dataFrom:`).
+    after: list[str] = field(default_factory=list)
+    data_from: str | None = None
 
     def values_flags(self) -> str:
         """`--values A [--values B]`: how to name this plan's files again in a hint."""
@@ -462,6 +466,10 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
     substituted = substitute(loaded, env)
     data = substituted.data
     if "releases" not in data:
+        from helm_nemo.dataprep.recipe import STAGE_KEYS, plain_file_problems
+
+        if any(key in data for key in STAGE_KEYS):
+            raise_if_problems(plain_file_problems(loaded, data), title=f"{loaded.label}: not a recipe:")
         plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version,
                                    chart_repo=chart_repo, root=root, budget=budget, pull_flags=pull_flags)
         raise_if_problems(problems, title=f"{loaded.label}: values do not fit chart {plan.chart}:")
@@ -471,6 +479,7 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
     plans: list[ReleasePlan] = []
     problems = []
     seen: dict[str, int] = {}
+    staged: list[tuple[int, dict[str, Any], ReleasePlan]] = []  # (index, release mapping, plan), in order
     for index, item in enumerate(data["releases"]):
         where = ("releases", index)
         found = release_problems(loaded, item, where)
@@ -488,7 +497,12 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
             found.append(problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
         seen[plan.release] = index
         plans.append(plan)
+        staged.append((index, item, plan))
         problems += found
+    if any(key in item for _, item, _ in staged for key in ("after", "dataFrom")):
+        from helm_nemo.dataprep.recipe import link
+
+        problems += link(loaded, staged)
     raise_if_problems(problems, title=f"{loaded.label}: {len(problems)} problem(s):")
     for plan in plans:
         plan.substitution = substituted
