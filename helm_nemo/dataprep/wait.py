@@ -5,7 +5,8 @@ Imported only when a recipe waits (it brings the kube client). Per poll of a rel
 - its Jobs: a data-prep release's by `helm-nemo.dev/data-prep=R` (the Job named R), any other release's by
   `app.kubernetes.io/instance=R`. Done when every Job has condition Complete or SuccessCriteriaMet (all
   indexes succeeded); failed at the first Job with Failed or FailureTarget. A data-prep release without its
-  Job is a failure (training would read nothing), another release without Jobs has nothing to wait for;
+  Job is a failure (training would read nothing); so is a Job with failedIndexes (an index out of its
+  retries: the Job can no longer complete), another release without Jobs has nothing to wait for;
 - a data-prep Job's pods (its own selector), and the log tails (tailLines) of the pods that changed since
   the last read (a running pod's log grows: read every poll; a finished one once more, then never): the
   progress lines `helm-nemo data-prep: shard NAME done|skipped|failed` (the worker's, docs/data-prep.md).
@@ -153,6 +154,10 @@ class StageWait:
             failed = _true(job, "Failed", "FailureTarget")
             if self.data_prep:
                 self._progress(job)
+            if failed is None and (job.get("status") or {}).get("failedIndexes"):
+                # An index is out of retries: the Job can no longer complete (it fails once its other
+                # indexes end), so the recipe stops now.
+                failed = {"reason": "an index ran out of retries", "message": "the other indexes keep running"}
             if failed is not None:
                 raise Failure(self._failure_lines(job, failed))
             if _true(job, "Complete", "SuccessCriteriaMet") is None:
