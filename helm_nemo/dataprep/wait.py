@@ -84,12 +84,16 @@ def _true(job: dict[str, Any], *types: str) -> dict[str, Any] | None:
 
 @dataclass
 class WaitOptions:
+    """--recipe-poll-interval and --recipe-wait-timeout, in seconds."""
+
     interval: float = DEFAULT_INTERVAL
     timeout: float | None = None  # seconds for all the waits of a run; None: no limit
 
 
 @dataclass
 class _PodSeen:
+    """What the log tails of one pod said so far (and its resourceVersion at the last read)."""
+
     version: str = ""
     done: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)  # shard -> its `failed` line
