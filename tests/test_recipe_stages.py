@@ -331,6 +331,16 @@ def test_interrupt_during_the_wait(helm, kube, env, tmp_path):
     assert "Not started: gpt3-5b." in err
     assert f"to go on: helm nemo upgrade --install --values {path} -n {NS}" in err
     assert kube.get("Job", "pile", NS) is not None and kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is None
+    # the command it suggests goes on: it waits for the Job again, then installs the training
+    kube.finish_index(NS, "pile", 0)
+    kube.finish_index(NS, "pile", 1)
+    args = ["upgrade", "--install", "--no-preflight", "--recipe-poll-interval", "0.1", "--values", str(path), "-n", NS]
+    proc = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pile: 6/6 shards (worker 0: 3/3, worker 1: 3/3)\npile: complete\n" in proc.stderr
+    assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is not None
 
 
 def test_wait_timeout(helm, kube, env, tmp_path):
