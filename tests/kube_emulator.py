@@ -20,6 +20,13 @@ HTTP with a bearer token:
 - a tiny "controller": objects get a ready `status` on every write (Deployment, ReplicaSet, DaemonSet,
   StatefulSet, Job, JobSet, PersistentVolume(Claim), Service clusterIP), and a Deployment gets an owned,
   ready ReplicaSet, so `--wait` / `--atomic` succeed on both helms. `ready=False` turns that off.
+- a Job controller on demand: `hold_jobs(selector)` keeps the Jobs it matches running (spec.selector and
+  pod-template labels defaulted, one pod per index, status active/ready/startTime, as the real controller
+  writes them); `finish_index(namespace, job, index, succeeded)` ends the current pod of an index and updates
+  the Job's status as kube-controller-manager does (succeeded/failed counts, completedIndexes/failedIndexes,
+  backoffLimitPerIndex / backoffLimit, a replacement pod for a retried index, SuccessCriteriaMet + Complete or
+  FailureTarget + Failed); `before_serve` callbacks run before each request is served (a test's script of
+  what happens between two reads of a client that polls).
 - update admission of Jobs and JobSets as the real server and the JobSet webhook answer (immutable pod
   templates, replicated jobs, selectors …: 422 Invalid, `field is immutable`; see update_refusal);
   `admission=False` turns it off.
@@ -507,6 +514,40 @@ def with_defaults(defaults: Any, obj: Any) -> Any:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _indexes(text: str | None) -> set[int]:
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        if part:
+            low, _, high = part.partition("-")
+            out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
+def _ranges(indexes: set[int]) -> str:
+    """{0, 1, 2, 5} -> "0-2,5": how the Job controller writes completedIndexes / failedIndexes."""
+    parts, ordered = [], sorted(indexes)
+    start = prev = None
+    for n in ordered + [None]:
+        if start is not None and (n is None or n != prev + 1):
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = None
+        if n is not None and start is None:
+            start = n
+        prev = n
+    return ",".join(parts)
+
+
+def _condition(kind: str, reason: str, message: str) -> dict:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": _now(),
+        "lastTransitionTime": _now(),
+    }
 
 
 def ready_status(obj: dict) -> dict | None:
@@ -1044,6 +1085,8 @@ class KubeEmulator:
         self._sockets: set[socket.socket] = set()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.held_jobs: list[str] = []  # label selectors of the Jobs the emulated Job controller keeps running
+        self.before_serve: list = []  # callables(Request), run before each request is served (outside the lock)
 
     # ---- lifecycle
     @property
@@ -1297,11 +1340,199 @@ class KubeEmulator:
                 digest = hashlib.sha256(f"{meta.get('namespace')}/{meta['name']}".encode()).digest()
                 spec["clusterIP"] = f"10.96.{digest[0]}.{digest[1] or 1}"
                 spec.setdefault("clusterIPs", [spec["clusterIP"]])
+        if res.kind == "Job" and self._held(obj):
+            if old is None:
+                self._start_job(obj)
+            return obj
         if self.ready:
             status = ready_status(obj)
             if status is not None:
                 obj["status"] = status
         return obj
+
+    # ---- the Job controller on demand (hold_jobs / finish_index)
+    def hold_jobs(self, selector: str = "") -> None:
+        """Jobs whose labels match `selector` ("" = every Job) run until finish_index() ends their indexes."""
+        with self._cond:
+            self.held_jobs.append(selector)
+
+    def _held(self, obj: dict) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return any(label_selector_matches(selector, labels) if selector else True for selector in self.held_jobs)
+
+    @staticmethod
+    def _start_job(job: dict) -> None:
+        """What the API server defaults (manualSelector unset) and the controller's first status."""
+        meta, spec = job["metadata"], job.setdefault("spec", {})
+        uid = meta["uid"]
+        template = spec.setdefault("template", {}).setdefault("metadata", {})
+        spec.setdefault("selector", {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        spec.setdefault("completionMode", "NonIndexed")
+        template.setdefault("labels", {}).update(
+            {
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": meta["name"],
+                "controller-uid": uid,
+                "job-name": meta["name"],
+            }
+        )
+        job["status"] = {"startTime": _now(), "active": 0, "ready": 0, "terminating": 0, "uncountedTerminatedPods": {}}
+
+    def _after_job_write(self, obj: dict) -> None:
+        """A held Job just created: one running pod per index (Indexed) or `parallelism` pods."""
+        spec = obj.get("spec") or {}
+        count = spec.get("completions", 1) if spec.get("completionMode") == "Indexed" else spec.get("parallelism", 1)
+        for index in range(count):
+            self._job_pod(obj, index)
+
+    def _job_pod(self, job: dict, index: int) -> dict:
+        meta, spec = job["metadata"], job.get("spec") or {}
+        template = copy.deepcopy(spec.get("template") or {})
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+        indexed = spec.get("completionMode") == "Indexed"
+        if indexed:
+            labels["batch.kubernetes.io/job-completion-index"] = str(index)
+            annotations["batch.kubernetes.io/job-completion-index"] = str(index)
+        prefix = f"{meta['name']}-{index}-" if indexed else f"{meta['name']}-"
+        pod_spec = template.get("spec") or {}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": prefix + uuid.uuid4().hex[:5],
+                "namespace": meta["namespace"],
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": pod_spec,
+        }
+        pod_res = self.resource("Pod")
+        created = self.create(pod_res, meta["namespace"], pod)
+        created["status"] = {
+            "phase": "Running",
+            "startTime": _now(),
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _now()}],
+            "containerStatuses": [
+                {
+                    "name": c.get("name", ""),
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": _now()}},
+                }
+                for c in pod_spec.get("containers") or []
+            ],
+        }
+        self._store_status(pod_res, created)
+        job_res = self.resource("Job")
+        stored = self._store[job_res][(meta["namespace"], meta["name"])]
+        status = copy.deepcopy(stored.get("status") or {})
+        status["active"] = status.get("active", 0) + 1
+        status["ready"] = status.get("ready", 0) + 1
+        stored["status"] = status
+        self._store_status(job_res, stored)
+        return created
+
+    def _store_status(self, res: Resource, obj: dict) -> None:
+        """A controller's status write: a new resourceVersion, a MODIFIED event (generation unchanged)."""
+        obj["metadata"]["resourceVersion"] = self._bump()
+        self._store[res][(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])] = obj
+        self._emit("MODIFIED", res, obj)
+
+    def job_pods(self, namespace: str, job: str, index: int | None = None) -> list[dict]:
+        """The pods of a held Job (of one index), oldest first."""
+        pods = [
+            p
+            for p in self.objects("Pod", namespace)
+            if any(o.get("name") == job and o.get("kind") == "Job" for o in p["metadata"].get("ownerReferences") or [])
+            and (
+                index is None
+                or (p["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
+                == str(index)
+            )
+        ]
+        return sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"]))
+
+    def finish_index(self, namespace: str, job: str, index: int, succeeded: bool = True) -> None:
+        """The running pod of index `index` ends (exit 0 or 1), and the Job controller's answer to it."""
+        with self._cond:
+            job_res, pod_res = self.resource("Job"), self.resource("Pod")
+            stored = self._store[job_res][(namespace, job)]
+            spec, status = stored.get("spec") or {}, copy.deepcopy(stored.get("status") or {})
+            running = [p for p in self.job_pods(namespace, job, index) if p["status"].get("phase") == "Running"]
+            if not running:
+                raise ValueError(f"no running pod of index {index} of Job {job}")
+            pod = self._store[pod_res][(namespace, running[-1]["metadata"]["name"])]
+            pod = copy.deepcopy(pod)
+            code = 0 if succeeded else 1
+            pod["status"]["phase"] = "Succeeded" if succeeded else "Failed"
+            pod["status"]["conditions"] = [{"type": "Ready", "status": "False", "lastTransitionTime": _now()}]
+            for container in pod["status"]["containerStatuses"]:
+                container["ready"] = False
+                container["state"] = {
+                    "terminated": {
+                        "exitCode": code,
+                        "reason": "Completed" if succeeded else "Error",
+                        "finishedAt": _now(),
+                    }
+                }
+            self._store_status(pod_res, pod)
+            status["active"] = max(0, status.get("active", 0) - 1)
+            status["ready"] = max(0, status.get("ready", 0) - 1)
+            indexed = spec.get("completionMode") == "Indexed"
+            if succeeded:
+                status["succeeded"] = status.get("succeeded", 0) + 1
+                if indexed:
+                    status["completedIndexes"] = _ranges(_indexes(status.get("completedIndexes")) | {index})
+            else:
+                status["failed"] = status.get("failed", 0) + 1
+                per_index = spec.get("backoffLimitPerIndex")
+                failures = sum(1 for p in self.job_pods(namespace, job, index) if p["status"].get("phase") == "Failed")
+                if indexed and per_index is not None:
+                    if failures > per_index:
+                        status["failedIndexes"] = _ranges(_indexes(status.get("failedIndexes")) | {index})
+                    else:
+                        stored["status"] = status
+                        self._store_status(job_res, stored)
+                        self._job_pod(stored, index)  # the index is retried
+                        return
+            completions = spec.get("completions", 1)
+            done = len(_indexes(status.get("completedIndexes"))) if indexed else status.get("succeeded", 0)
+            failed_indexes = _indexes(status.get("failedIndexes"))
+            over_limit = not indexed or spec.get("backoffLimitPerIndex") is None
+            if done >= completions:
+                reason, message = "CompletionsReached", "Reached expected number of succeeded pods"
+                status["conditions"] = [
+                    _condition("SuccessCriteriaMet", reason, message),
+                    _condition("Complete", reason, message),
+                ]
+                status["completionTime"] = _now()
+            elif failed_indexes and done + len(failed_indexes) >= completions:
+                reason, message = "FailedIndexes", "Job has failed indexes"
+                status["conditions"] = [
+                    _condition("FailureTarget", reason, message),
+                    _condition("Failed", reason, message),
+                ]
+            elif not succeeded and over_limit and status["failed"] > spec.get("backoffLimit", 6):
+                reason, message = "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+                status["conditions"] = [
+                    _condition("FailureTarget", reason, message),
+                    _condition("Failed", reason, message),
+                ]
+            stored["status"] = status
+            self._store_status(job_res, stored)
+            if not succeeded and over_limit and "conditions" not in status:
+                self._job_pod(stored, index)
 
     def create(self, res: Resource, ns: str, body: dict, dry_run: bool = False) -> dict:
         with self._cond:
@@ -1407,7 +1638,14 @@ class KubeEmulator:
 
     def _after_write(self, res: Resource, obj: dict) -> None:
         """A Deployment's controller: one owned ReplicaSet with the same pod template (helm 3's --wait
-        looks for it)."""
+        looks for it); a held Job's first pods."""
+        if (
+            res.kind == "Job"
+            and self._held(obj)
+            and not self.job_pods(obj["metadata"]["namespace"], obj["metadata"]["name"])
+        ):
+            self._after_job_write(obj)
+            return
         if not self.ready or res.kind != "Deployment":
             return
         meta, spec = obj["metadata"], obj.get("spec") or {}
@@ -1795,6 +2033,8 @@ class _Handler(BaseHTTPRequestHandler):
             user = next((v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"), None)
         request = Request(self.command, path, query, content_type, user)
         self.kube.requests.append(request)
+        for callback in list(kube.before_serve):
+            callback(request)
         body = self._body()
         try:
             if auth is not None and kube.token and auth != f"Bearer {kube.token}":

@@ -24,6 +24,7 @@ from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
 
 if TYPE_CHECKING:
     from helm_nemo.actions.process import Helm
+    from helm_nemo.dataprep.wait import RecipeWaits
 
     Echo = Callable[[str], None]
 
@@ -230,10 +231,17 @@ def install(
     install_missing: bool = False,
     echo: Echo = _stderr,
     now: datetime | None = None,
+    waits: RecipeWaits | None = None,
 ) -> int:
+    """Install (or upgrade) the plans in order; `waits` (a recipe with `after:`/`dataFrom:`): before a release
+    that names earlier ones, their Jobs must complete (helm_nemo/dataprep/wait.py)."""
     verb = ["upgrade", "--install"] if (upgrade and install_missing) else (["upgrade"] if upgrade else ["install"])
     done: list[str] = []
     for index, plan in enumerate(plans, start=1):
+        if waits is not None and waits.pending(plan):
+            code = wait_before(waits, plan, done, plans[index - 1 :], extra, echo)
+            if code is not None:
+                return code
         for warning in plan.warnings:
             echo(f"warning: {warning}")
         stamp_job_time(plan, now, keep=installed_job_time(plan, helm, extra) if upgrade else None)
@@ -260,6 +268,48 @@ def install(
             return proc.returncode or 1
         done.append(plan.release)
     return 0
+
+
+def wait_before(
+    waits: RecipeWaits, plan: ReleasePlan, done: list[str], rest: list[ReleasePlan], extra: list[str], echo: Echo
+) -> int | None:
+    """Wait for the Jobs `plan` waits for; None to go on, else the exit code, said with what this run installed,
+    what keeps running, and how to go on (`rest`: `plan` and the releases after it)."""
+    from helm_nemo.dataprep.wait import Failure
+
+    pending = waits.pending(plan)
+    source = rest[0] if rest else plan
+    again = f"helm nemo upgrade --install {source.values_flags()}{_namespace_flag(extra)}"
+    try:
+        waits.before(plan)
+    except Failure as failure:
+        for line in failure.lines:
+            echo(line)
+        installed = ", ".join(done) if done else "none"
+        echo(
+            f"helm nemo: waiting for {', '.join(pending)} failed; stopped before {plan.release}. "
+            f"Installed by this run: {installed}. Not started: {', '.join(p.release for p in rest)}."
+        )
+        if failure.running:
+            echo(f"  the Job keeps running; to go on once it completes: {again}")
+        if done:
+            echo(f"  to remove them: helm nemo uninstall {plan.values_flags()}{_namespace_flag(extra)}")
+        return 1
+    except Interrupted as stop:
+        echo(
+            "\n".join(
+                [
+                    f"helm nemo: {stop.name} received while waiting for {', '.join(pending)}; stopped.",
+                    f"  Installed by this run: {', '.join(done) if done else 'none'}.",
+                    f"  The Job of {', '.join(pending)} keeps running "
+                    f"(helm nemo status {pending[0]}{_namespace_flag(extra)} shows it).",
+                    f"  Not started: {', '.join(p.release for p in rest)}.",
+                    f"  to go on: {again} (it waits for {', '.join(pending)} again, then installs the rest)",
+                ]
+            )
+        )
+        return stop.exit_code
+    return None
 
 
 def empty_render(plan: ReleasePlan, proc: subprocess.CompletedProcess[str]) -> str:

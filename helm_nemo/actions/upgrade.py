@@ -35,6 +35,8 @@ from helm_nemo.values.plan import ReleasePlan
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from helm_nemo.dataprep.wait import RecipeWaits
+
     Echo = Callable[[str], None]
 
 IN_PLACE, NEW_WORKLOAD, REINSTALL = "in place", "new workload", "install again"
@@ -180,6 +182,7 @@ def upgrade(
     hint_command: str = "helm nemo upgrade",
     pinned: set[str] | None = None,
     echo: Echo = print,
+    waits: RecipeWaits | None = None,
 ) -> int:
     """Classify every release, then upgrade in place / recreate, in recipe order (see the module's docstring).
     `pinned`: pinned_runs(plans) taken before the plans were stamped (default: now)."""
@@ -213,6 +216,7 @@ def upgrade(
         echo=echo,
         hint_command=hint_command,
         pinned=pinned,
+        waits=waits,
     )
 
 
@@ -226,11 +230,17 @@ def _apply(
     echo: Echo,
     hint_command: str,
     pinned: set[str],
+    waits: RecipeWaits | None = None,
 ) -> int:
     done: list[str] = []
     total = len(changes)
     for index, change in enumerate(changes, start=1):
         plan = change.plan
+        if waits is not None and waits.pending(plan):  # a recipe stage: the Jobs it names complete first
+            finished = [name.split(" ", 1)[0] for name in done]
+            code = releases.wait_before(waits, plan, finished, [c.plan for c in changes[index - 1 :]], extra, echo)
+            if code is not None:
+                return code
         if change.action == IN_PLACE:
             verb = ["upgrade", "--install"] if install_missing else ["upgrade"]
             echo(f"[{index}/{total}] upgrade {plan.release} ({plan.chart}) in place")

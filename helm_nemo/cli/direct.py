@@ -33,6 +33,11 @@ _RELEASE = {
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
 _PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
+_WAITS = {
+    "--recipe-wait-timeout": ("recipe_wait_timeout", "value"),
+    "--recipe-poll-interval": ("recipe_poll_interval", "value"),
+}
+_WAIT_DEFAULTS = {"recipe_wait_timeout": None, "recipe_poll_interval": None}
 _COMMON_DEFAULTS = {
     "values_files": (),
     "root": None,
@@ -48,8 +53,14 @@ _COMMON_DEFAULTS = {
 COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "install": (
-        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT},
-        {"skip_manifest_validation": False, "target": "kubernetes", "no_preflight": False, "preflight_only": False},
+        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_WAITS},
+        {
+            "skip_manifest_validation": False,
+            "target": "kubernetes",
+            "no_preflight": False,
+            "preflight_only": False,
+            **_WAIT_DEFAULTS,
+        },
     ),
     "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
     "upgrade": (
@@ -62,8 +73,10 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
             "--new-run": ("new_run", "flag"),
             **_SKIP,
             **_PREFLIGHT,
+            **_WAITS,
         },
         {
+            **_WAIT_DEFAULTS,
             "install_missing": False,
             "show_diff": False,
             "skip_manifest_validation": False,

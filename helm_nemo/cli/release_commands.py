@@ -175,11 +175,39 @@ def template(plans, extra, skip_manifest_validation=False, target="kubernetes"):
     return releases.template(plans, _helm(), extra, check=check, prepare=prepare, echo=_say)
 
 
+def recipe_waits(plans, extra, recipe_wait_timeout, recipe_poll_interval):
+    """The waits of a recipe whose releases name earlier ones (`after:`/`dataFrom:`), else None; a bad
+    --recipe-wait-timeout / --recipe-poll-interval is a usage error (exit 2) before anything is sent."""
+    if recipe_wait_timeout is None and recipe_poll_interval is None and not any(plan.after for plan in plans):
+        return None
+    from helm_nemo.cli import _usage_error
+    from helm_nemo.dataprep.wait import DEFAULT_INTERVAL, RecipeWaits, WaitOptions, parse_duration
+
+    options = WaitOptions()
+    try:
+        if recipe_wait_timeout is not None:
+            options.timeout = parse_duration(recipe_wait_timeout)
+        if recipe_poll_interval is not None:
+            options.interval = parse_duration(recipe_poll_interval)
+    except ValueError as err:
+        _usage_error(str(err), "--recipe-wait-timeout 2h, --recipe-poll-interval 30s (or seconds)")
+    options.interval = options.interval or DEFAULT_INTERVAL
+    return RecipeWaits(plans, extra, _say, options) if any(plan.after for plan in plans) else None
+
+
 def install(
-    plans, extra, skip_manifest_validation=False, target="kubernetes", no_preflight=False, preflight_only=False
+    plans,
+    extra,
+    skip_manifest_validation=False,
+    target="kubernetes",
+    no_preflight=False,
+    preflight_only=False,
+    recipe_wait_timeout=None,
+    recipe_poll_interval=None,
 ):
-    """Install the release(s) of a values or recipe file, in order (all validated before the first install);
-    with --target slurm, submit the job(s) with sbatch (other options go to sbatch)."""
+    """Install the release(s) of a values or recipe file, in order (all validated before the first install;
+    a release with `after:`/`dataFrom:` once the Jobs of the releases it names completed); with --target slurm,
+    submit the job(s) with sbatch (other options go to sbatch)."""
     from helm_nemo.actions import releases
 
     if target == "slurm":
@@ -188,10 +216,17 @@ def install(
         return slurm_cli.install(plans, extra)
 
     _preflight_flags(no_preflight, preflight_only)
+    waits = recipe_waits(plans, extra, recipe_wait_timeout, recipe_poll_interval)
     helm = _helm()
     code = validated(plans, helm, extra, skip_manifest_validation, preflight=not no_preflight)
     stop = _only(code, preflight_only, "installed")
-    return stop if stop is not None else releases.install(plans, helm, extra, echo=_say)
+    if stop is not None:
+        return stop
+    try:
+        return releases.install(plans, helm, extra, echo=_say, waits=waits)
+    finally:
+        if waits is not None:
+            waits.close()
 
 
 def lint(plans, extra, kube_version=None):
@@ -217,6 +252,8 @@ def upgrade(
     new_run=False,
     no_preflight=False,
     preflight_only=False,
+    recipe_wait_timeout=None,
+    recipe_poll_interval=None,
 ):
     """Upgrade the release(s) of a values or recipe file, in order (all validated, checked against the cluster and
     classified before the first upgrade; an installed release keeps its job timestamp; one the cluster cannot
@@ -232,6 +269,7 @@ def upgrade(
             "--recreate resumes the installed run; --new-run starts a new one",
         )
     _preflight_flags(no_preflight, preflight_only)
+    waits = recipe_waits(plans, extra, recipe_wait_timeout, recipe_poll_interval)
     helm = _helm()
     if show_diff:
         code = print_diff(
@@ -266,17 +304,22 @@ def upgrade(
         return stop
     hint = f"helm nemo upgrade {plans[0].values_flags()}{releases.namespace_flag(extra)}"
     mode = upgrading.RECREATE if recreate else upgrading.NEW_RUN if new_run else None
-    return upgrading.upgrade(
-        plans,
-        helm,
-        extra,
-        mode=mode,
-        install_missing=install_missing,
-        validate=False,
-        hint_command=hint,
-        pinned=pinned,
-        echo=_say,
-    )
+    try:
+        return upgrading.upgrade(
+            plans,
+            helm,
+            extra,
+            mode=mode,
+            install_missing=install_missing,
+            validate=False,
+            hint_command=hint,
+            pinned=pinned,
+            echo=_say,
+            waits=waits,
+        )
+    finally:
+        if waits is not None:
+            waits.close()
 
 
 def print_diff(plans, helm, extra, values_files, *, output, no_color, show_secrets, validate) -> int:

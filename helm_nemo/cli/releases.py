@@ -84,6 +84,24 @@ def _preflight_options(func):
     return func
 
 
+def _wait_options(func):
+    """A recipe's waits between stages (`after:` / `dataFrom:`): named apart from helm's --wait/--timeout."""
+    func = click.option(
+        "--recipe-wait-timeout",
+        default=None,
+        metavar="DURATION",
+        help="Stop when the Jobs a recipe release waits for (after:/dataFrom:) are not complete within this "
+        "time, all waits together (90s, 30m, 2h; default: no limit). The Jobs keep running.",
+    )(func)
+    func = click.option(
+        "--recipe-poll-interval",
+        default=None,
+        metavar="DURATION",
+        help="How often a recipe's wait reads the Jobs and their pods' logs (default 10s).",
+    )(func)
+    return func
+
+
 def _target_option(func):
     return click.option(
         "--target",
@@ -128,7 +146,9 @@ template = click.command(context_settings=PASSTHROUGH)(
     _release_options(_skip_validation_option(_target_option(_release_command(run.template))))
 )
 install = click.command(context_settings=PASSTHROUGH)(
-    _release_options(_skip_validation_option(_target_option(_preflight_options(_release_command(run.install)))))
+    _release_options(
+        _skip_validation_option(_target_option(_preflight_options(_wait_options(_release_command(run.install)))))
+    )
 )
 lint = click.command(context_settings=PASSTHROUGH)(
     _release_options(
@@ -161,7 +181,7 @@ upgrade = click.command(context_settings=PASSTHROUGH)(
                         "--new-run",
                         is_flag=True,
                         help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint directories).",
-                    )(_skip_validation_option(_preflight_options(_release_command(run.upgrade))))
+                    )(_skip_validation_option(_preflight_options(_wait_options(_release_command(run.upgrade)))))
                 )
             )
         )

@@ -29,6 +29,8 @@ MAX_SHARDS = 100_000
 
 @dataclass(frozen=True)
 class Shard:
+    """One shard: its name (outputs `<name>_<key>_document`), where it comes from, its checksum if given."""
+
     name: str
     source: str  # https:// URL or an absolute path on mounted storage
     sha256: str | None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}
-RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version"}
+RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version", "after", "dataFrom"}  # stages: dataprep/recipe.py
 # helm's release names: DNS-1123 labels of at most 53 characters (names derived from them get suffixes).
 RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 MAX_RELEASE_NAME = 53

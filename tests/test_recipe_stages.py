@@ -1,0 +1,378 @@
+"""A recipe's stages (docs/data-prep.md, "Recipe keys"): `after:` / `dataFrom:` checked with file:line:col,
+the training's data argument derived from the data-prep release's shards, and `helm nemo install` waiting for
+the data-prep Job between the releases, against the loopback emulator with Helm 3 and 4.
+
+The data-prep chart is built on another branch: these tests use tests/fixtures/data-prep-standin (a chart
+named data-prep with the contract's objects: ConfigMap R-data-prep and an Indexed Job R labelled
+helm-nemo.dev/data-prep=R), named in the recipe by its folder."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import cluster_env
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests/fixtures/data-prep-standin"
+NS = "ml"
+PREFIXES = ",".join(f"1.0,/fsx/data/pile/0{n}_text_document" for n in range(6))
+
+FSX = """\
+  - release: fsx
+    chart: fsx-lustre
+    values:
+      fileSystems:
+        - name: fsx
+          fileSystemId: fs-0123456789abcdef0
+          dnsName: fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com
+          mountName: abcdefgh
+          capacity: 1200Gi
+"""
+PILE = """\
+  - release: pile
+    chart: ./data-prep
+    after: fsx
+    values:
+      workers: 2
+      retries: {podRetries: 0}
+      shards:
+        urlPattern: https://example.com/train/{index}.jsonl.zst
+        numbers: "0-5"
+      output:
+        path: /fsx/data/pile
+"""
+TRAINING = """\
+  - release: gpt3-5b
+    chart: nemo-training
+    accelerator: p4de
+    dataFrom: pile
+    values:
+      files:
+        nemo_config: configs/gpt-5b.yaml
+      volumes:
+        pvcMounts:
+          - claimName: fsx-pvc
+            mountPath: /fsx
+      workload:
+        gpus: 16
+        image: nvcr.io/nvidia/nemo:24.01.framework
+        torchDistributedTarget: /opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py
+        experimentRootDir: /fsx/results
+        experimentName: gpt3-5b
+        arguments:
+          - trainer.max_steps=100
+"""
+
+
+def recipe(folder: Path, text: str = FSX + PILE + TRAINING) -> Path:
+    """A recipe in `folder`, beside the stand-in chart and the example's NeMo config."""
+    if not (folder / "data-prep").exists():
+        shutil.copytree(STANDIN, folder / "data-prep")
+        shutil.copytree(ROOT / "values/examples/configs", folder / "configs")
+    path = folder / "recipe.yaml"
+    path.write_text("recipe: pile-then-train\nreleases:\n" + text)
+    return path
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+
+
+# --------------------------------------------------------------------------------------------------
+# The keys (no helm)
+
+
+def plans_of(path: Path):
+    from helm_nemo.values.plan import build_plans
+
+    return build_plans(path)
+
+
+def problems_of(path: Path) -> list[str]:
+    from helm_nemo.user_errors import UserError
+
+    with pytest.raises(UserError) as caught:
+        plans_of(path)
+    return [problem.format() for problem in caught.value.problems]
+
+
+def test_data_from_appends_the_prefix_argument(tmp_path):
+    plans = plans_of(recipe(tmp_path))
+    assert [(p.release, p.after, p.data_from) for p in plans] == [
+        ("fsx", [], None),
+        ("pile", ["fsx"], None),
+        ("gpt3-5b", ["pile"], "pile"),
+    ]
+    assert plans[2].values["workload"]["arguments"] == [
+        "trainer.max_steps=100",
+        f"model.data.data_prefix=[{PREFIXES}]",
+    ]
+    assert "arguments" not in plans[1].values.get("workload", {})
+
+
+def test_after_list_and_data_from_together(tmp_path):
+    text = FSX + PILE + TRAINING.replace("    dataFrom: pile\n", "    dataFrom: pile\n    after: [fsx, pile]\n")
+    plans = plans_of(recipe(tmp_path, text))
+    assert plans[2].after == ["fsx", "pile"] and plans[2].data_from == "pile"
+
+
+@pytest.mark.parametrize(
+    ("change", "needle", "message"),
+    [
+        (("    after: fsx\n", "    after: nope\n"), "after: nope", "no release 'nope' in this recipe"),
+        (("    after: fsx\n", "    after: [fsx, gpt3-5b]\n"), "after: [fsx", "release 'gpt3-5b' comes later"),
+        (("    after: fsx\n", "    after: pile\n"), "after: pile", "release 'pile' cannot wait for itself"),
+        (("    after: fsx\n", "    after: []\n"), "after: []", "`after` is an empty list"),
+        (("    after: fsx\n", "    after: [3]\n"), "after: [3]", "is not a release name"),
+        (("    dataFrom: pile\n", "    dataFrom: fsx\n"), "dataFrom: fsx", "is a fsx-lustre release, not a data-prep"),
+    ],
+)
+def test_bad_stage_keys_say_where(tmp_path, change, needle, message):
+    path = recipe(tmp_path, (FSX + PILE + TRAINING).replace(*change))
+    found = problems_of(path)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"{path}:{line_of(path, needle)}:"), found
+    assert message in found[0]
+
+
+def test_data_from_on_another_kind_is_refused_with_a_hint(tmp_path):
+    text = FSX + PILE + PILE.replace("release: pile", "release: pile2").replace("after: fsx", "dataFrom: pile")
+    path = recipe(tmp_path, text)
+    (found,) = problems_of(path)
+    assert found.startswith(f"{path}:{line_of(path, 'dataFrom: pile')}:")
+    assert "only a nemo-training release's data argument (model.data.data_prefix) is known" in found
+    assert "hint: write `after: pile`" in found
+
+
+@pytest.mark.parametrize(
+    "argument",
+    ['- model.data.data_prefix="[1.0,/x]"', "- name: model.data.data_prefix\n            value: '[1.0,/x]'"],
+)
+def test_a_data_prefix_of_the_values_and_data_from_conflict(tmp_path, argument):
+    text = FSX + PILE + TRAINING.replace("- trainer.max_steps=100", argument)
+    path = recipe(tmp_path, text)
+    (found,) = problems_of(path)
+    assert found.startswith(f"{path}:{line_of(path, 'model.data.data_prefix')}:")
+    assert "set here and by `dataFrom: pile`" in found
+    assert f"also at {path}:{line_of(path, 'dataFrom: pile')}" in found
+
+
+def test_stage_keys_in_a_plain_values_file(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text("chart: fsx-lustre\nrelease: a\nafter: b\n")
+    (found,) = problems_of(path)
+    assert found.startswith(f"{path}:3:1: $.after: `after` is a key of a recipe's release")
+
+
+def test_bad_shards_of_the_data_prep_release_are_said_there(tmp_path):
+    path = recipe(tmp_path, FSX + PILE.replace('numbers: "0-5"', 'numbers: "5-0"') + TRAINING)
+    found = problems_of(path)
+    assert any(f.startswith(f"{path}:{line_of(path, 'numbers:')}:") and "runs backwards" in f for f in found), found
+
+
+# --------------------------------------------------------------------------------------------------
+# install against the emulator (Helm 3 and 4)
+
+
+@pytest.fixture
+def env(helm, kube, tmp_path) -> dict[str, str]:
+    return {**cluster_env(helm.env, kube, tmp_path), "HELM_BIN": str(helm.binary)}
+
+
+def start(path: Path, env: dict[str, str], *extra: str) -> subprocess.Popen:
+    args = ["install", "--no-preflight", "--recipe-poll-interval", "0.1", "-f", str(path), "-n", NS, *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "helm_nemo", *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+class Script:
+    """What happens on the emulator before the n-th read of the data-prep Jobs (1-based)."""
+
+    def __init__(self, kube, steps):
+        self.kube, self.steps, self.polls, self.seen = kube, steps, 0, []
+        kube.before_serve.append(self)
+
+    def __call__(self, request) -> None:
+        if (
+            request.method == "GET"
+            and request.path.endswith("/jobs")
+            and "data-prep" in request.query.get("labelSelector", "")
+        ):
+            self.polls += 1
+            self.seen.append(self.kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is not None)
+            step = self.steps.get(self.polls)
+            if step is not None:
+                step(self.kube)
+
+
+def pod(kube, index: int) -> str:
+    return kube.job_pods(NS, "pile", index)[-1]["metadata"]["name"]
+
+
+def log(kube, index: int, *lines: str) -> None:
+    kube.write_log(NS, pod(kube, index), "".join(line + "\n" for line in lines), container="prepare")
+
+
+def shard(name: str, what: str = "done (1.2 GiB in 3m10s)") -> str:
+    return f"helm-nemo data-prep: shard {name} {what}"
+
+
+def test_install_waits_for_the_data_prep_job(helm, kube, env, tmp_path):
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    script = Script(
+        kube,
+        {
+            2: lambda k: (
+                log(k, 0, "helm-nemo data-prep: worker 0/2 shards 3", shard("00"), "tokenizing 02 ..."),
+                log(k, 1, shard("01", "skipped (complete)")),
+            ),
+            4: lambda k: (log(k, 0, shard("02"), shard("04")), k.finish_index(NS, "pile", 0)),
+            5: lambda k: k.finish_index(NS, "pile", 1),  # no line read: completedIndexes says index 1 is done
+        },
+    )
+    proc = start(path, env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    progress = [line for line in err.splitlines() if line.startswith("pile:")]
+    assert progress == [
+        "pile: 0/6 shards (worker 0: 0/3, worker 1: 0/3)",
+        "pile: 2/6 shards (worker 0: 1/3, worker 1: 1/3)",
+        "pile: 4/6 shards (worker 0: 3/3, worker 1: 1/3)",
+        "pile: 6/6 shards (worker 0: 3/3, worker 1: 3/3)",
+        "pile: complete",
+    ]
+    order = [line for line in err.splitlines() if line.startswith(("[", "waiting", "fsx:"))]
+    assert order[:5] == [
+        f"[1/3] install fsx ({ROOT / 'charts/fsx-lustre'})",
+        "waiting for fsx's Job to complete before pile (Ctrl-C stops the wait)",
+        "fsx: no Job to wait for",  # `after: fsx`: storage runs no Job
+        f"[2/3] install pile ({tmp_path / 'data-prep'})",
+        "waiting for pile's Job to complete before gpt3-5b (Ctrl-C stops the wait)",
+    ]
+    assert order[5].startswith("[3/3] install gpt3-5b")
+    assert script.polls == 5 and script.seen == [False] * 5  # training was not installed while it ran
+    job = kube.get("Job", "pile", NS)
+    training = kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS)
+    assert int(training["metadata"]["resourceVersion"]) > int(job["metadata"]["resourceVersion"])
+    assert [c["type"] for c in job["status"]["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert job["status"]["completedIndexes"] == "0-1"
+    # the derived argument reached the cluster
+    record = yaml.safe_dump(kube.objects("Job", NS)) + yaml.safe_dump(kube.objects("JobSet", NS))
+    assert f"model.data.data_prefix=[{PREFIXES}]" in record
+
+
+def test_a_failed_data_prep_stops_before_training(helm, kube, env, tmp_path):
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    bad = shard("03", "failed: sha256 mismatch (expected ab12..., got 9f3e...)")
+    Script(
+        kube,
+        {
+            2: lambda k: (log(k, 0, shard("00"), shard("02"), shard("04")), k.finish_index(NS, "pile", 0)),
+            3: lambda k: (log(k, 1, shard("01"), bad, shard("05")), k.finish_index(NS, "pile", 1, succeeded=False)),
+        },
+    )
+    proc = start(path, env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "pile: Job pile failed (index 1; FailedIndexes: Job has failed indexes)" in err
+    assert f"  index 1: {bad}" in err
+    assert "stopped before gpt3-5b. Installed by this run: fsx, pile. Not started: gpt3-5b." in err
+    assert f"to remove them: helm nemo uninstall --values {path} -n {NS}" in err
+    assert "install gpt3-5b" not in err
+    assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is None
+    assert "gpt3-5b" not in str(kube.all_objects())
+
+
+def test_a_failed_pod_without_a_failed_line_shows_its_last_lines(helm, kube, env, tmp_path):
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    Script(
+        kube,
+        {2: lambda k: (log(k, 0, "curl: (6) Could not resolve host"), k.finish_index(NS, "pile", 0, succeeded=False))},
+    )
+    proc = start(path, env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    # index 0 is out of retries (failedIndexes) while index 1 still runs: the Job can no longer complete
+    assert "pile: Job pile failed (index 0; an index ran out of retries: the other indexes keep running)" in err
+    assert "index 0: the last lines of pod pile-0-" in err and "    curl: (6) Could not resolve host" in err
+
+
+def test_interrupt_during_the_wait(helm, kube, env, tmp_path):
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    script = Script(kube, {})
+    proc = start(path, env)
+    deadline = time.monotonic() + 60
+    while script.polls < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "helm nemo: SIGINT received while waiting for pile; stopped." in err
+    assert "Installed by this run: fsx, pile." in err
+    assert f"The Job of pile keeps running (helm nemo status pile -n {NS} shows it)." in err
+    assert "Not started: gpt3-5b." in err
+    assert f"to go on: helm nemo upgrade --install --values {path} -n {NS}" in err
+    assert kube.get("Job", "pile", NS) is not None and kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is None
+    # the command it suggests goes on: it waits for the Job again, then installs the training
+    kube.finish_index(NS, "pile", 0)
+    kube.finish_index(NS, "pile", 1)
+    args = ["upgrade", "--install", "--no-preflight", "--recipe-poll-interval", "0.1", "--values", str(path), "-n", NS]
+    proc = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", *args], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pile: 6/6 shards (worker 0: 3/3, worker 1: 3/3)\npile: complete\n" in proc.stderr
+    assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is not None
+
+
+def test_wait_timeout(helm, kube, env, tmp_path):
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    proc = start(recipe(tmp_path), env, "--recipe-wait-timeout", "1s")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "pile: not complete after --recipe-wait-timeout 1s (0/6 shards)" in err
+    assert "the Job keeps running; to go on once it completes: helm nemo upgrade --install" in err
+
+
+def test_bad_wait_option_is_a_usage_error(tmp_path):
+    path = recipe(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", "install", "--recipe-wait-timeout", "soon", "-f", str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and "'soon' is not a duration" in proc.stderr
+
+
+def test_template_shows_the_derived_argument(helm, tmp_path):
+    path = recipe(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "helm_nemo", "template", "-f", str(path)],
+        env={**helm.env, "HELM_BIN": str(helm.binary)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"- model.data.data_prefix=[{PREFIXES}]" in proc.stdout
