@@ -66,7 +66,7 @@ class Server:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]  # a query is part of the URL, not of the file
                 server.requests.append(path)
                 server.queries.append(self.path)
@@ -120,9 +120,7 @@ class Worker:
         self.tokenizer.write_text(TOKENIZER)
         self.tokenizer.chmod(0o755)
         self.shards = tmp / "shards.tsv"
-        self.shards.write_text(
-            "".join(f"{s.name}\t{s.source}\t{s.sha256 or ''}\n" for s in shards.expand(values))
-        )
+        self.shards.write_text("".join(f"{s.name}\t{s.source}\t{s.sha256 or ''}\n" for s in shards.expand(values)))
         self.downloads = tmp / "downloads.tsv"
         self.downloads.write_text(
             "".join(f"{d['path']}\t{d['url']}\t{d.get('sha256') or ''}\n" for d in values.get("downloads") or [])
@@ -225,7 +223,9 @@ def test_three_workers_prepare_every_shard_once_where_training_reads_it(server, 
 
 def test_done_line_says_size_and_time(server, tmp_path):
     server.files["/a.jsonl"] = jsonl("a", lines=40)
-    w = Worker(tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl"}]}, "output": {"path": str(tmp_path / "o")}})
+    w = Worker(
+        tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl"}]}, "output": {"path": str(tmp_path / "o")}}
+    )
     result = w.run(0, 1)
     assert result.returncode == 0, result.stderr
     size = sum(p.stat().st_size for p in (tmp_path / "o").glob("a_text_document.*"))
@@ -257,7 +257,9 @@ def test_several_json_keys_each_get_their_outputs(server, tmp_path):
 def test_retries_after_503(server, tmp_path):
     server.files["/a.jsonl"] = jsonl("a")
     server.fail["/a.jsonl"] = 2
-    w = Worker(tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl"}]}, "output": {"path": str(tmp_path / "o")}})
+    w = Worker(
+        tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl"}]}, "output": {"path": str(tmp_path / "o")}}
+    )
     result = w.run(0, 1, DATA_PREP_RETRIES="2")
     assert result.returncode == 0, result.stdout + result.stderr
     assert server.count("/a.jsonl") == 3
@@ -282,7 +284,9 @@ def test_too_many_503s_fail_the_shard_after_the_retries(server, tmp_path):
 
 
 def test_a_404_is_not_retried(server, tmp_path):
-    w = Worker(tmp_path, {"shards": {"files": [{"url": server.url + "/gone.jsonl"}]}, "output": {"path": str(tmp_path / "o")}})
+    w = Worker(
+        tmp_path, {"shards": {"files": [{"url": server.url + "/gone.jsonl"}]}, "output": {"path": str(tmp_path / "o")}}
+    )
     result = w.run(0, 1, DATA_PREP_RETRIES="4")
     assert result.returncode == 1 and server.count("/gone.jsonl") == 1
     assert "shard gone failed: download: HTTP 404" in result.stdout
@@ -351,7 +355,9 @@ def test_a_half_written_shard_leaves_no_outputs_and_no_marker(server, tmp_path):
 
 def test_keep_downloads(server, tmp_path):
     server.files["/a.jsonl.gz"] = gzip.compress(jsonl("a"))
-    w = Worker(tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl.gz"}]}, "output": {"path": str(tmp_path / "o")}})
+    w = Worker(
+        tmp_path, {"shards": {"files": [{"url": server.url + "/a.jsonl.gz"}]}, "output": {"path": str(tmp_path / "o")}}
+    )
     assert w.run(0, 1, DATA_PREP_KEEP_DOWNLOADS="true").returncode == 0
     assert sorted(p.name for p in (tmp_path / "o" / ".helm-nemo" / "work").iterdir()) == ["a.jsonl", "a.jsonl.gz"]
 
@@ -372,7 +378,9 @@ def test_extra_downloads_land_once_with_their_checksum(server, tmp_path):
     w = Worker(tmp_path, values)
     first = w.run(0, 2)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert (bpe / "vocab.json").read_bytes() == b'{"a": 0}' and (bpe / "merges.txt").read_bytes().startswith(b"#version")
+    assert (bpe / "vocab.json").read_bytes() == b'{"a": 0}' and (bpe / "merges.txt").read_bytes().startswith(
+        b"#version"
+    )
     assert f"helm-nemo data-prep: download {bpe}/vocab.json done (8 B)" in first.stdout
     assert sorted(p.name for p in bpe.iterdir()) == ["merges.txt", "vocab.json"]  # no .part left
     second = w.run(1, 2)  # the other worker: the files are there (checksum matches): kept
@@ -404,7 +412,9 @@ def test_an_extra_download_with_a_wrong_checksum_stops_the_worker(server, tmp_pa
 def test_names_and_urls_are_data_never_code(server, tmp_path):
     marker = tmp_path / "pwned"
     server.files["/x.jsonl"] = jsonl("x")
-    w = Worker(tmp_path, {"shards": {"files": [{"url": server.url + "/x.jsonl"}]}, "output": {"path": str(tmp_path / "o")}})
+    w = Worker(
+        tmp_path, {"shards": {"files": [{"url": server.url + "/x.jsonl"}]}, "output": {"path": str(tmp_path / "o")}}
+    )
     w.shards.write_text(
         f"$(touch {marker})\t{server.url}/x.jsonl\t\n"
         f"ok\t{server.url}/x.jsonl?q=$(touch${{IFS}}{marker})[1-2]{{a,b}}\t\n"
