@@ -403,3 +403,20 @@ GOLDENS = {
 def test_golden(helm, tmp_path, name):
     rendered = render(helm, tmp_path, GOLDENS[name]).stdout
     assert_golden(GOLDEN / f"{name}.yaml", rendered, writer=helm.name == "helm3")
+
+
+def test_helm_nemo_accepts_the_seed_values_and_reports_a_rule_at_its_line(tmp_path):
+    from helm_nemo.user_errors import UserError
+    from helm_nemo.values.plan import build_plans
+
+    good = tmp_path / "pile.yaml"
+    good.write_text(yaml.safe_dump({"chart": "data-prep", "release": "pile", **PILE}, sort_keys=False))
+    (plan,) = build_plans(good, {})
+    assert plan.release == "pile" and plan.values["workers"] == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("path: /fsx/data/pile", "path: /data/pile"))
+    with pytest.raises(UserError) as raised:
+        build_plans(bad, {})
+    (problem,) = raised.value.problems
+    assert problem.json_path == "$.output.path" and problem.line is not None
+    assert "not under a mount (/fsx)" in problem.message
