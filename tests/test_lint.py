@@ -22,10 +22,11 @@ def test_every_kind_and_accelerator_is_linted():
         "gcs-fuse",
         "fsx-lustre",
         "a3ultra/nccl-test",
+        "data-prep",
     } <= names
     assert (
-        len(CHARTS) == 22
-    )  # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, a3ultra nccl-test, 3 accelerator-independent
+        len(CHARTS) == 23
+    )  # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, a3ultra nccl-test, 4 accelerator-independent
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=[str(c.relative_to(ROOT / "charts")) for c in CHARTS])

@@ -189,6 +189,8 @@ def rich_values(kind: str, schema: dict) -> dict:
                 {"name": f"v{t}", "bucketName": "b", "type": t} for t in ("data", "checkpoints", "serving-model")
             ]
         }
+    elif kind == "data-prep":
+        values = {"workers": 2, "keepDownloads": True, "activeDeadlineSeconds": 60}
     else:
         values = {
             "fileSystems": [{"name": "v", "fileSystemId": "fs-1", "dnsName": "d", "mountName": "m"}],
@@ -228,6 +230,18 @@ def payload_values(chart: Path, payload_for) -> tuple[dict, dict[str, str]]:
         # The download's target must be under the local SSD mount (a template check).
         target = values["volumes"]["ssdMountPath"].rstrip("/") + "/" + values["volumes"]["gcsDownload"]["target"]
         values["volumes"]["gcsDownload"]["target"] = placed["volumes.gcsDownload.target"] = target
+    if kind == "data-prep":
+        # The template checks the shard list and the output folder (the data-prep shards / output.path rules):
+        # the text goes where they let it, a URL's query and a folder under the first claim's mount.
+        spec = values["shards"]
+        spec["numbers"] = "0"  # expanded, never rendered as written
+        placed.pop("shards.numbers")
+        spec["urlPattern"] = "https://h/{index}.jsonl?" + spec["urlPattern"]
+        spec["files"][0]["name"] = "f0"  # the shard's output file name: checked
+        placed.pop("shards.files[0].name")
+        spec["sha256"] = {"00": next(iter(spec["sha256"].values()))}  # the checksum of the shard named 00
+        mount = values["volumes"]["pvcMounts"][0]["mountPath"]
+        values["output"]["path"] = placed["output.path"] = mount.rstrip("/") + "/" + values["output"]["path"]
     return values, placed
 
 

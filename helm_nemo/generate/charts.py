@@ -137,6 +137,8 @@ def network_value_properties(profile: dict[str, Any]) -> dict[str, Any]:
 # Chart kinds whose templates `fail` on value combinations a schema cannot express; helm nemo checks the same
 # rules before helm runs (values/cross_field.py), with the facts of the profile the schema carries under CHECKS_KEY.
 CROSS_FIELD_KINDS = ("jobset", "nemo-training")
+# Accelerator-independent kinds with such rules: they need no profile facts, only the kind.
+CROSS_FIELD_PLAIN_KINDS = ("data-prep",)
 CHECKS_KEY = "x-helm-nemo-checks"
 
 
@@ -161,6 +163,8 @@ def chart_schema(
             "gpusPerNode": profile["gpusPerNode"],
             "nodeLabels": dict(profile.get("nodeLabels") or {}),
         }
+    if profile is None and spec.kind in CROSS_FIELD_PLAIN_KINDS:
+        schema[CHECKS_KEY] = {"kind": spec.kind}
     return schema
 
 

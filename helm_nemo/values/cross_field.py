@@ -31,6 +31,8 @@ RULES = {
     "volumes.gcsDownload copies to the local SSD": "download-needs-ssd",
     "is not under volumes.ssdMountPath": "download-target",
     "workload.gcsBucketForDataCataPath needs volumes.gcsVolumes": "gcs-bucket-needs-sidecar",
+    "data-prep shards:": "data-prep-shards",
+    "data-prep output.path": "data-prep-output",
 }
 
 
@@ -74,6 +76,9 @@ def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release
     if not isinstance(facts, dict):
         return
     user = user if user is not None else merged
+    if facts.get("kind") == "data-prep":
+        data_prep_problems(merged, add)
+        return
     workload = _map(merged.get("workload"))
     volumes = _map(merged.get("volumes"))
     per_node = facts["gpusPerNode"]
@@ -146,3 +151,40 @@ def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release
     if enabled and start.isdigit() and end.isdigit() and int(end) < int(start):
         add(("workload", "arguments") if "end_step" in given or "start_step" in given else
             ("workload", "profile", "endStep"), f"Nsight profile: end step {end} is before start step {start}", f"an end step of at least {start}")
+
+
+def data_prep_problems(merged: dict[str, Any], add: Callable[..., None]) -> None:
+    """The data-prep chart's `fail` rules (generator/data-prep/templates/_helpers.tpl): the shard list expands
+    (helm_nemo/dataprep/shards.py: numbers, names, checksums), and once there is a shard or a download,
+    output.path lies under a mount that is not read-only (the deepest mount holding it)."""
+    from helm_nemo.dataprep.shards import ShardError, expand
+
+    try:
+        shards = expand(merged)
+    except ShardError as error:
+        add(error.path, f"data-prep shards: {error.message}", error.expected)
+        return
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return  # a shape the schema check reports
+    if not shards and not merged.get("downloads"):
+        return  # nothing to prepare: the chart renders nothing
+    output = _map(merged.get("output")).get("path")
+    volumes = _map(merged.get("volumes"))
+    mounts = [m for key in ("pvcMounts", "gcsMounts") for m in volumes.get(key) or [] if isinstance(m, dict)]
+    paths = [str(m.get("mountPath")) for m in mounts]
+    if not isinstance(output, str) or not output:
+        add(("output", "path"), "data-prep output.path: set the folder the .bin/.idx files go to",
+            "a folder under " + (" or ".join(paths) or "a mount of volumes.pvcMounts or volumes.gcsMounts"))
+        return
+    holder: dict[str, Any] | None = None
+    for mount in mounts:
+        path = str(mount.get("mountPath")).rstrip("/")
+        if (output.rstrip("/") + "/").startswith(path + "/") and \
+                (holder is None or len(path) > len(str(holder.get("mountPath")).rstrip("/"))):
+            holder = mount
+    if holder is None:
+        add(("output", "path"), f"data-prep output.path {output} is not under a mount ({', '.join(paths) or 'none'})",
+            "a folder under " + (" or ".join(paths) or "a mount"), "mount its storage under volumes.pvcMounts or gcsMounts")
+    elif holder.get("readOnly"):
+        add(("output", "path"), f"data-prep output.path {output} is on the read-only mount {holder.get('mountPath')}",
+            "a writable mount", "drop readOnly from that mount, or write elsewhere")
