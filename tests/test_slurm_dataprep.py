@@ -96,12 +96,13 @@ def recipe(folder: Path, base_url: str, *, sha256: dict[str, str] | None = None,
                     "output": {"path": str(data / "pile")},
                     "volumes": {"pvcMounts": [{"claimName": "shared", "mountPath": str(data)}]},
                     "retries": {"delaySeconds": 1},
-                },
-                "slurm": {
-                    "container": False,
-                    "partition": "debug",
-                    "time": "00:05:00",
-                    "claim_paths": {"shared": str(data)},
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "slurm": {
+                        "container": False,
+                        "partition": "debug",
+                        "time": "00:05:00",
+                        "claim_paths": {"shared": str(data)},
+                    },
                 },
             },
             {
@@ -117,8 +118,8 @@ def recipe(folder: Path, base_url: str, *, sha256: dict[str, str] | None = None,
                         "experimentRootDir": str(folder / "results"),
                         "experimentName": "exp",
                     },
+                    "slurm": {"container": False, "gpus_per_node": None, "partition": "debug", "time": "00:05:00"},
                 },
-                "slurm": {"container": False, "gpus_per_node": None, "partition": "debug", "time": "00:05:00"},
             },
         ],
     }
@@ -168,7 +169,10 @@ def test_array_job_carries_the_charts_files_byte_for_byte(tmp_path):
     prep = script.split("# ---- release train ----")[0]
     assert "#SBATCH --array=0-1" in prep and "#SBATCH --job-name=nemo-megatron-pile" in prep
     for name in ("prepare.sh", "tokenize.sh", "shards.tsv", "downloads.tsv"):
-        assert heredoc_body(prep, name) == files[name] or (files[name] == "" and f': > "$FILES/{name}"' in prep), name
+        if files[name]:
+            assert heredoc_body(prep, name) == files[name], name
+        else:
+            assert f': > "$FILES/{name}"' in prep, name
     # the shard list is the rules' list, in order
     rows = [line.split("\t") for line in files["shards.tsv"].splitlines()]
     assert [r[0] for r in rows] == ["00", "01", "02", "03"]
