@@ -5,7 +5,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable
+    from typing import Any
+    from collections.abc import Iterable
 
 
 def value_at(data: Any, where: Iterable[Any]) -> Any:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Callable
+    from typing import Any
+    from collections.abc import Callable
 
 CHECKS_KEY = "x-helm-nemo-checks"
 MAX_HOSTNAME = 63  # a pod's hostname is a DNS-1123 label
@@ -63,13 +64,19 @@ def _overrides(arguments: Any) -> dict[str, str]:
         key, _, value = text.partition("=")
         key = key.lstrip("+") if not key.startswith("+++") else key
         if key.startswith("model.nsys_profile."):
-            given[key[len("model.nsys_profile."):]] = value.strip()
+            given[key[len("model.nsys_profile.") :]] = value.strip()
     return given
 
 
-def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release: str, *,
-                         release_on_command_line: bool, add: Callable[..., None],
-                         user: dict[str, Any] | None = None) -> None:
+def cross_field_problems(
+    merged: dict[str, Any],
+    schema: dict[str, Any],
+    release: str,
+    *,
+    release_on_command_line: bool,
+    add: Callable[..., None],
+    user: dict[str, Any] | None = None,
+) -> None:
     """Call `add(path, message, expected=None, hint=None)` for every rule the values break (path None: the
     release name given on the command line)."""
     facts = schema.get(CHECKS_KEY)
@@ -93,52 +100,96 @@ def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release
         hostname = f"{name}-workload-0-{last}" if kind == "jobset" else f"{name}-{last}"
         if len(hostname) > MAX_HOSTNAME:
             room = MAX_HOSTNAME - (len(hostname) - len(name))
-            at: tuple[str, ...] | None = ("workload", "nameSuffix") if _map(user.get("workload")).get("nameSuffix") else \
-                None if release_on_command_line else ("release",)
-            add(at, f"name {name!r} is too long: the last pod's hostname {hostname!r} is {len(hostname)} characters, "
-                    f"more than {MAX_HOSTNAME}", f"release name{' + -suffix' if name != release else ''} of at most "
-                    f"{room} characters for {last + 1} node(s)", "use a shorter release name (or nameSuffix)")
+            at: tuple[str, ...] | None = (
+                ("workload", "nameSuffix")
+                if _map(user.get("workload")).get("nameSuffix")
+                else None
+                if release_on_command_line
+                else ("release",)
+            )
+            add(
+                at,
+                f"name {name!r} is too long: the last pod's hostname {hostname!r} is {len(hostname)} characters, "
+                f"more than {MAX_HOSTNAME}",
+                f"release name{' + -suffix' if name != release else ''} of at most "
+                f"{room} characters for {last + 1} node(s)",
+                "use a shorter release name (or nameSuffix)",
+            )
 
     if workload.get("enable_local_ckpt") and not volumes.get("ssdMountPath"):
-        add(("workload", "enable_local_ckpt"), "workload.enable_local_ckpt needs volumes.ssdMountPath",
-            "volumes.ssdMountPath: /ssd (the node's local SSD)", "set volumes.ssdMountPath, or drop enable_local_ckpt")
+        add(
+            ("workload", "enable_local_ckpt"),
+            "workload.enable_local_ckpt needs volumes.ssdMountPath",
+            "volumes.ssdMountPath: /ssd (the node's local SSD)",
+            "set volumes.ssdMountPath, or drop enable_local_ckpt",
+        )
     if workload.get("enable_local_ckpt") and workload.get("enable_ckpt_cleaner") and workload.get("local_ckpt_dir"):
-        add(("workload", "enable_ckpt_cleaner"), "workload.enable_local_ckpt and workload.enable_ckpt_cleaner both "
-            "run a ckpt-cleaner sidecar", hint="choose one of them")
+        add(
+            ("workload", "enable_ckpt_cleaner"),
+            "workload.enable_local_ckpt and workload.enable_ckpt_cleaner both run a ckpt-cleaner sidecar",
+            hint="choose one of them",
+        )
 
     labels = facts.get("nodeLabels") or {}
-    for at, source in ((("nodeSelector",), merged.get("nodeSelector")),
-                       (("workload", "nodeSelector"), workload.get("nodeSelector"))):
+    for at, source in (
+        (("nodeSelector",), merged.get("nodeSelector")),
+        (("workload", "nodeSelector"), workload.get("nodeSelector")),
+    ):
         for key, value in _map(source).items():
             if key in labels and str(value) != str(labels[key]):
-                add(at + (key,), f"nodeSelector {key}={value} contradicts the {facts['displayName']} nodes' label "
-                    f"{key}={labels[key]} (this chart is for {facts['displayName']})", f"{key}: {labels[key]}, or leave it out",
-                    "pick the chart of the accelerator these nodes have")
+                add(
+                    at + (key,),
+                    f"nodeSelector {key}={value} contradicts the {facts['displayName']} nodes' label "
+                    f"{key}={labels[key]} (this chart is for {facts['displayName']})",
+                    f"{key}: {labels[key]}, or leave it out",
+                    "pick the chart of the accelerator these nodes have",
+                )
 
     if kind != "nemo-training":
         return
     if _int(workload.get("nodes")) and gpus is not None and gpus >= 1 and workload["nodes"] != nodes_of(gpus, per_node):
-        add(("workload", "nodes"), f"workload.nodes={workload['nodes']} disagrees with workload.gpus={gpus} "
-            f"({nodes_of(gpus, per_node)} node(s) of {per_node} GPUs)", f"nodes: {nodes_of(gpus, per_node)}",
-            "drop workload.nodes or fix one of them")
+        add(
+            ("workload", "nodes"),
+            f"workload.nodes={workload['nodes']} disagrees with workload.gpus={gpus} "
+            f"({nodes_of(gpus, per_node)} node(s) of {per_node} GPUs)",
+            f"nodes: {nodes_of(gpus, per_node)}",
+            "drop workload.nodes or fix one of them",
+        )
     if volumes.get("nfsMountPath") and not volumes.get("nfsServer"):
-        add(("volumes", "nfsMountPath"), "volumes.nfsMountPath needs volumes.nfsServer (and volumes.nfsPath)",
-            "volumes.nfsServer: <Filestore IP or host>")
+        add(
+            ("volumes", "nfsMountPath"),
+            "volumes.nfsMountPath needs volumes.nfsServer (and volumes.nfsPath)",
+            "volumes.nfsServer: <Filestore IP or host>",
+        )
     inner, outer = _map(volumes.get("gcsDownload")), _map(merged.get("gcsDownload"))
     where: tuple[str, ...] = ("volumes", "gcsDownload") if inner.get("source") else ("gcsDownload",)
     download = inner if inner.get("source") else outer if outer.get("source") else {}
     ssd = volumes.get("ssdMountPath")
     if download.get("source") and not ssd:
-        add(where + ("source",), "volumes.gcsDownload copies to the local SSD: set volumes.ssdMountPath",
-            "volumes.ssdMountPath: /ssd")
+        add(
+            where + ("source",),
+            "volumes.gcsDownload copies to the local SSD: set volumes.ssdMountPath",
+            "volumes.ssdMountPath: /ssd",
+        )
     target = download.get("target")
-    if isinstance(target, str) and target and isinstance(ssd, str) and ssd and \
-            not (target.removesuffix("/") + "/").startswith(ssd.removesuffix("/") + "/"):
-        add(where + ("target",), f"volumes.gcsDownload.target {target} is not under volumes.ssdMountPath {ssd}",
-            f"a folder under {ssd}")
+    if (
+        isinstance(target, str)
+        and target
+        and isinstance(ssd, str)
+        and ssd
+        and not (target.removesuffix("/") + "/").startswith(ssd.removesuffix("/") + "/")
+    ):
+        add(
+            where + ("target",),
+            f"volumes.gcsDownload.target {target} is not under volumes.ssdMountPath {ssd}",
+            f"a folder under {ssd}",
+        )
     if workload.get("gcsBucketForDataCataPath") and not volumes.get("gcsVolumes"):
-        add(("workload", "gcsBucketForDataCataPath"), "workload.gcsBucketForDataCataPath needs volumes.gcsVolumes=true "
-            "(GCS FUSE sidecar)", "volumes.gcsVolumes: true")
+        add(
+            ("workload", "gcsBucketForDataCataPath"),
+            "workload.gcsBucketForDataCataPath needs volumes.gcsVolumes=true (GCS FUSE sidecar)",
+            "volumes.gcsVolumes: true",
+        )
 
     profile = _map(workload.get("profile"))
     given = _overrides(workload.get("arguments"))
@@ -149,8 +200,13 @@ def cross_field_problems(merged: dict[str, Any], schema: dict[str, Any], release
     end = str(_int(profile.get("endStep"))) if _int(profile.get("endStep")) is not None else "12"
     start, end = given.get("start_step", start), given.get("end_step", end)
     if enabled and start.isdigit() and end.isdigit() and int(end) < int(start):
-        add(("workload", "arguments") if "end_step" in given or "start_step" in given else
-            ("workload", "profile", "endStep"), f"Nsight profile: end step {end} is before start step {start}", f"an end step of at least {start}")
+        add(
+            ("workload", "arguments")
+            if "end_step" in given or "start_step" in given
+            else ("workload", "profile", "endStep"),
+            f"Nsight profile: end step {end} is before start step {start}",
+            f"an end step of at least {start}",
+        )
 
 
 def data_prep_problems(merged: dict[str, Any], add: Callable[..., None]) -> None:
@@ -173,18 +229,30 @@ def data_prep_problems(merged: dict[str, Any], add: Callable[..., None]) -> None
     mounts = [m for key in ("pvcMounts", "gcsMounts") for m in volumes.get(key) or [] if isinstance(m, dict)]
     paths = [str(m.get("mountPath")) for m in mounts]
     if not isinstance(output, str) or not output:
-        add(("output", "path"), "data-prep output.path: set the folder the .bin/.idx files go to",
-            "a folder under " + (" or ".join(paths) or "a mount of volumes.pvcMounts or volumes.gcsMounts"))
+        add(
+            ("output", "path"),
+            "data-prep output.path: set the folder the .bin/.idx files go to",
+            "a folder under " + (" or ".join(paths) or "a mount of volumes.pvcMounts or volumes.gcsMounts"),
+        )
         return
     holder: dict[str, Any] | None = None
     for mount in mounts:
         path = str(mount.get("mountPath")).rstrip("/")
-        if (output.rstrip("/") + "/").startswith(path + "/") and \
-                (holder is None or len(path) > len(str(holder.get("mountPath")).rstrip("/"))):
+        if (output.rstrip("/") + "/").startswith(path + "/") and (
+            holder is None or len(path) > len(str(holder.get("mountPath")).rstrip("/"))
+        ):
             holder = mount
     if holder is None:
-        add(("output", "path"), f"data-prep output.path {output} is not under a mount ({', '.join(paths) or 'none'})",
-            "a folder under " + (" or ".join(paths) or "a mount"), "mount its storage under volumes.pvcMounts or gcsMounts")
+        add(
+            ("output", "path"),
+            f"data-prep output.path {output} is not under a mount ({', '.join(paths) or 'none'})",
+            "a folder under " + (" or ".join(paths) or "a mount"),
+            "mount its storage under volumes.pvcMounts or gcsMounts",
+        )
     elif holder.get("readOnly"):
-        add(("output", "path"), f"data-prep output.path {output} is on the read-only mount {holder.get('mountPath')}",
-            "a writable mount", "drop readOnly from that mount, or write elsewhere")
+        add(
+            ("output", "path"),
+            f"data-prep output.path {output} is on the read-only mount {holder.get('mountPath')}",
+            "a writable mount",
+            "drop readOnly from that mount, or write elsewhere",
+        )

@@ -24,6 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
@@ -147,15 +148,31 @@ def _read_capped(path: Path) -> str:
         with path.open("rb") as stream:
             raw = stream.read(MAX_VALUES_BYTES + 1)
     if len(raw) > MAX_VALUES_BYTES:
-        raise UserError(Problem(str(path), None, None, "$", f"the values file is larger than {MAX_VALUES_BYTES // 2**20} MiB",
-                                hint="long scripts and configs go into their own files, read with `files:`"))
+        raise UserError(
+            Problem(
+                str(path),
+                None,
+                None,
+                "$",
+                f"the values file is larger than {MAX_VALUES_BYTES // 2**20} MiB",
+                hint="long scripts and configs go into their own files, read with `files:`",
+            )
+        )
     try:
         return decode_utf8(raw)
     except UnicodeDecodeError as err:
         line, column = byte_position(raw, err.start)
-        raise UserError(Problem(str(path), line, column, "$", "cannot read values file: not UTF-8 text "
-                                f"(byte 0x{raw[err.start]:02x} at offset {err.start}: {err.reason})",
-                                hint="save the file as UTF-8")) from None
+        raise UserError(
+            Problem(
+                str(path),
+                line,
+                column,
+                "$",
+                "cannot read values file: not UTF-8 text "
+                f"(byte 0x{raw[err.start]:02x} at offset {err.start}: {err.reason})",
+                hint="save the file as UTF-8",
+            )
+        ) from None
 
 
 def load_values(path: str | Path) -> LoadedValues:
@@ -165,12 +182,15 @@ def load_values(path: str | Path) -> LoadedValues:
     try:
         text = _read_capped(path)
     except FileNotFoundError:
-        raise UserError(Problem(str(path), None, None, "$", "values file not found",
-                                hint="check the path given to --values")) from None
+        raise UserError(
+            Problem(str(path), None, None, "$", "values file not found", hint="check the path given to --values")
+        ) from None
     except IsADirectoryError:
         raise UserError(Problem(str(path), None, None, "$", "cannot read values file: it is a directory")) from None
     except OSError as err:
-        raise UserError(Problem(str(path), None, None, "$", f"cannot read values file: {err.strerror or err}")) from None
+        raise UserError(
+            Problem(str(path), None, None, "$", f"cannot read values file: {err.strerror or err}")
+        ) from None
     return load_values_text(text, path)
 
 
@@ -186,33 +206,76 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        if mark and text[mark.index: mark.index + 1] == "\t":  # the parser's words ("cannot start any token") hide it
-            raise UserError(Problem(str(path), line, col, "$", "invalid YAML: a tab where YAML needs spaces",
-                                    hint="indent with spaces only; replace the tab(s) on this line")) from None
-        raise UserError(Problem(str(path), line, col, "$", f"invalid YAML: {err.problem or err.context}",
-                                hint="check indentation and quoting around this line")) from None
+        if mark and text[mark.index : mark.index + 1] == "\t":  # the parser's words ("cannot start any token") hide it
+            raise UserError(
+                Problem(
+                    str(path),
+                    line,
+                    col,
+                    "$",
+                    "invalid YAML: a tab where YAML needs spaces",
+                    hint="indent with spaces only; replace the tab(s) on this line",
+                )
+            ) from None
+        raise UserError(
+            Problem(
+                str(path),
+                line,
+                col,
+                "$",
+                f"invalid YAML: {err.problem or err.context}",
+                hint="check indentation and quoting around this line",
+            )
+        ) from None
     except yaml.reader.ReaderError as err:  # a character YAML never allows (NUL, other control characters)
         line, column = text_position(text, err.position) if isinstance(err.position, int) else (None, None)
-        what = "a NUL character" if err.character in (0, "\0") else f"the control character #x{int(err.character):04x}" \
-            if isinstance(err.character, int) else f"the character {err.character!r}"
-        raise UserError(Problem(str(path), line, column, "$", f"invalid YAML: {what} (YAML, JSON and helm do not carry it)",
-                                hint="remove it: values files are text")) from None
+        what = (
+            "a NUL character"
+            if err.character in (0, "\0")
+            else f"the control character #x{int(err.character):04x}"
+            if isinstance(err.character, int)
+            else f"the character {err.character!r}"
+        )
+        raise UserError(
+            Problem(
+                str(path),
+                line,
+                column,
+                "$",
+                f"invalid YAML: {what} (YAML, JSON and helm do not carry it)",
+                hint="remove it: values files are text",
+            )
+        ) from None
     except yaml.YAMLError as err:
         raise UserError(Problem(str(path), None, None, "$", f"invalid YAML: {err}")) from None
     documents = [d for d in documents if not _is_null(d)]
     if len(documents) > 1:
         second = documents[1].start_mark
-        raise UserError(Problem(str(path), second.line + 1, second.column + 1, "$",
-                                f"a values file holds one YAML document, found {len(documents)}",
-                                hint="use a recipe file with `releases:` for several releases"))
+        raise UserError(
+            Problem(
+                str(path),
+                second.line + 1,
+                second.column + 1,
+                "$",
+                f"a values file holds one YAML document, found {len(documents)}",
+                hint="use a recipe file with `releases:` for several releases",
+            )
+        )
     loaded = LoadedValues(path=path, data={}, paths=[path])
     if not documents:
         return loaded  # empty file, comments only, `---` or `~`: no values
     root = documents[0]
     if not isinstance(root, yaml.MappingNode):
         kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
-        raise UserError(Problem(str(path), root.start_mark.line + 1, root.start_mark.column + 1, "$",
-                                f"the top level must be a mapping (key: value), found {kind}"))
+        raise UserError(
+            Problem(
+                str(path),
+                root.start_mark.line + 1,
+                root.start_mark.column + 1,
+                "$",
+                f"the top level must be a mapping (key: value), found {kind}",
+            )
+        )
     builder = _Builder(loaded, tags)
     data = builder.convert(root, ())
     if builder.problems:
@@ -229,8 +292,16 @@ def _check_nesting(text: str, path: Path) -> None:
     try:
         nesting(text, MAX_DEPTH)
     except TooDeep as deep:
-        raise UserError(Problem(str(path), deep.line, deep.column, "$",
-                                f"the values nest deeper than {MAX_DEPTH} levels", hint="flatten the structure")) from None
+        raise UserError(
+            Problem(
+                str(path),
+                deep.line,
+                deep.column,
+                "$",
+                f"the values nest deeper than {MAX_DEPTH} levels",
+                hint="flatten the structure",
+            )
+        ) from None
 
 
 def _check_limits(text: str, path: Path) -> dict[tuple[int, int], str]:
@@ -280,16 +351,22 @@ def _check_limits(text: str, path: Path) -> dict[tuple[int, int], str]:
             depth -= 1
         elif kind is yaml.AliasEvent:
             if any(entry[0] == event.anchor for entry in open_nodes):
-                stop(event, f"alias *{event.anchor} repeats the node it is inside of (an endless structure)",
-                     "an alias may only repeat a node that is complete")
+                stop(
+                    event,
+                    f"alias *{event.anchor} repeats the node it is inside of (an endless structure)",
+                    "an alias may only repeat a node that is complete",
+                )
             size, levels = sizes.get(event.anchor, (1, 0))
             nodes += size
             reached(depth + levels, event)
         else:
             continue
         if nodes > MAX_NODES:
-            stop(event, f"more than {MAX_NODES} values after expanding aliases",
-                 "a values file this large is almost certainly an alias bomb")
+            stop(
+                event,
+                f"more than {MAX_NODES} values after expanding aliases",
+                "a values file this large is almost certainly an alias bomb",
+            )
     return tags
 
 
@@ -310,8 +387,10 @@ _HELM_WORDS: dict[str, Any] = {
     **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
 }
-_GO_INT = re.compile(r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)"
-                     r"|0(?P<octal>[0-7]+)|(?P<dec>[1-9][0-9]*|0))")
+_GO_INT = re.compile(
+    r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)"
+    r"|0(?P<octal>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
+)
 _GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml's yamlStyleFloat
 _GO_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
 _INT_BASES = (("hex", 16), ("oct", 8), ("bin", 2), ("octal", 8), ("dec", 10))
@@ -366,8 +445,9 @@ class _Builder:
         self.problems: list[Problem] = []
 
     def problem(self, mark: Mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
-        self.problems.append(Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where),
-                                     message, hint=hint))
+        self.problems.append(
+            Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where), message, hint=hint)
+        )
 
     def key(self, key_node: Node) -> str:
         """A key as helm's YAML-to-JSON step spells it: `true`, `null`, `8`, never `True`/`None`."""
@@ -390,17 +470,25 @@ class _Builder:
         tag = self.tags.pop((node.start_mark.line, node.start_mark.column), None)
         if tag is None:
             return False
-        shown = "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
-        self.problem(node.start_mark, where, f"the YAML tag {shown} is not allowed in values",
-                     hint="remove the tag (values are plain strings, numbers, booleans, lists and mappings); "
-                          "quote the value if you mean the text")
+        shown = "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
+        self.problem(
+            node.start_mark,
+            where,
+            f"the YAML tag {shown} is not allowed in values",
+            hint="remove the tag (values are plain strings, numbers, booleans, lists and mappings); "
+            "quote the value if you mean the text",
+        )
         return True
 
     def scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
         value = self._scalar(node, where)
         if isinstance(value, str) and "\0" in value:
-            self.problem(node.start_mark, where, "a NUL character (\\0) in a string: helm, JSON and Kubernetes "
-                         "do not carry it", hint="remove the \\0 (or \\x00, \\u0000) escape")
+            self.problem(
+                node.start_mark,
+                where,
+                "a NUL character (\\0) in a string: helm, JSON and Kubernetes do not carry it",
+                hint="remove the \\0 (or \\x00, \\u0000) escape",
+            )
         return value
 
     def _scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
@@ -415,8 +503,12 @@ class _Builder:
         else:
             value = self.construct(node, where)
         if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
-            self.problem(node.start_mark, where, f"{node.value!r} is not a number JSON can hold (helm gets JSON)",
-                         hint="quote it if you mean the string")
+            self.problem(
+                node.start_mark,
+                where,
+                f"{node.value!r} is not a number JSON can hold (helm gets JSON)",
+                hint="quote it if you mean the string",
+            )
             return node.value
         return value
 
@@ -425,8 +517,12 @@ class _Builder:
         try:
             return self.constructor.construct_object(node)
         except Exception as err:  # unknown tag (`!foo`), `!!int abc` …
-            self.problem(node.start_mark, where, f"cannot read this value: {getattr(err, 'problem', None) or err}",
-                         hint="remove the tag or quote the value")
+            self.problem(
+                node.start_mark,
+                where,
+                f"cannot read this value: {getattr(err, 'problem', None) or err}",
+                hint="remove the tag or quote the value",
+            )
             return node.value
 
     def convert(self, node: Any, where: tuple[Any, ...]) -> Any:  # a Node; a scalar one when no collection
@@ -443,9 +539,12 @@ class _Builder:
                     merged = self.convert(value_node, where)
                     items = merged if isinstance(merged, list) else [merged]
                     if not all(isinstance(item, dict) for item in items) or not items:
-                        self.problem(value_node.start_mark, where + ("<<",), "the merge key << takes a mapping "
-                                     "(an alias such as *defaults) or a list of mappings",
-                                     hint="helm refuses anything else; remove the << line or point it at a mapping")
+                        self.problem(
+                            value_node.start_mark,
+                            where + ("<<",),
+                            "the merge key << takes a mapping (an alias such as *defaults) or a list of mappings",
+                            hint="helm refuses anything else; remove the << line or point it at a mapping",
+                        )
                         continue
                     for item in items:
                         for k, v in item.items():
@@ -456,9 +555,12 @@ class _Builder:
                 child = where + (key,)
                 if key in first:
                     first_line, first_col = first[key]
-                    self.problem(key_node.start_mark, child,
-                                 f"duplicate key {key!r} (first defined on line {first_line}, column {first_col})",
-                                 hint="YAML keeps only one of them; remove or rename the other")
+                    self.problem(
+                        key_node.start_mark,
+                        child,
+                        f"duplicate key {key!r} (first defined on line {first_line}, column {first_col})",
+                        hint="YAML keeps only one of them; remove or rename the other",
+                    )
                     continue
                 first[key] = (line, col)
                 loaded.key_positions[child] = (line, col)
@@ -501,8 +603,9 @@ def merge_loaded(parts: list[LoadedValues]) -> LoadedValues:
     merged = LoadedValues(path=parts[0].path, data=data, paths=[p for part in parts for p in part.paths])
 
     def visit(node: Any, where: tuple[Any, ...]) -> None:
-        owner = next(part for part in reversed(parts) if where in part.positions or where in part.key_positions
-                     or not where)
+        owner = next(
+            part for part in reversed(parts) if where in part.positions or where in part.key_positions or not where
+        )
         merged.sources[where] = owner.path
         for table in ("positions", "key_positions"):
             if where in getattr(owner, table):

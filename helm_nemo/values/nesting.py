@@ -101,7 +101,7 @@ class _Scan:
         """A node starting at `position` of a block-context line: a key, a flow collection, a quoted or block
         scalar, or plain text."""
         position = _PROPERTIES.match(line, position).end()  # type: ignore[union-attr]
-        first = line[position: position + 1]
+        first = line[position : position + 1]
         if not first or first == "#":
             return
         if first in "[{":

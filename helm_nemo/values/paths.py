@@ -33,22 +33,33 @@ class PathRefused(Exception):
 def inside(base: Path, rel: str, root: Path, *, what: str = "path") -> Path:
     """`rel` (relative to `base`) as a real path inside `root`, or PathRefused."""
     if os.path.isabs(rel) or rel.startswith("~"):
-        raise PathRefused(f"{what} {rel!r} is absolute; only paths relative to the values file are read",
-                          hint=f"copy it under {root} and name it relatively, or pass --root DIR")
+        raise PathRefused(
+            f"{what} {rel!r} is absolute; only paths relative to the values file are read",
+            hint=f"copy it under {root} and name it relatively, or pass --root DIR",
+        )
     real_root = Path(os.path.realpath(root))
     lexical = Path(os.path.normpath(base / rel))
     real = Path(os.path.realpath(base / rel))
     if not lexical.is_relative_to(Path(os.path.normpath(root))):
-        raise PathRefused(f"{what} {rel!r} leads outside {root}",
-                          hint="name a path under the values file's folder, or pass --root DIR to allow a wider one")
+        raise PathRefused(
+            f"{what} {rel!r} leads outside {root}",
+            hint="name a path under the values file's folder, or pass --root DIR to allow a wider one",
+        )
     if not real.is_relative_to(real_root):
-        raise PathRefused(f"{what} {rel!r} is a symlink (or goes through one) leading outside {root}, to {real}",
-                          hint="copy the file under the root, or pass --root DIR to allow a wider one")
+        raise PathRefused(
+            f"{what} {rel!r} is a symlink (or goes through one) leading outside {root}, to {real}",
+            hint="copy the file under the root, or pass --root DIR to allow a wider one",
+        )
     return real
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
@@ -64,8 +75,11 @@ def read_regular(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
             kind = next((words for test, words in _KINDS if test(info.st_mode)), "not a regular file")
             raise PathRefused(f"is {kind}, not a regular file")
         if info.st_size > limit:
-            raise PathRefused(f"is {info.st_size} bytes, more than the {limit // 1024} KiB a file may have",
-                              hint="a ConfigMap holds at most 1 MiB: keep data in a bucket or a volume", too_large=True)
+            raise PathRefused(
+                f"is {info.st_size} bytes, more than the {limit // 1024} KiB a file may have",
+                hint="a ConfigMap holds at most 1 MiB: keep data in a bucket or a volume",
+                too_large=True,
+            )
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, 65536)

@@ -15,9 +15,11 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Mapping, Sequence
+    from typing import Any
+    from collections.abc import Mapping, Sequence
 
     from helm_nemo.user_errors import Problem
 
@@ -25,11 +27,30 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from helm_nemo.values.recipe import RealPath
 
 from helm_nemo import resources
-from helm_nemo.values.recipe import (ReleaseName, json_path, load_all, problem, real_path, recipe_shape, release_name,
-                                     release_names, release_problems, release_values)
+from helm_nemo.values.recipe import (
+    ReleaseName,
+    json_path,
+    load_all,
+    problem,
+    real_path,
+    recipe_shape,
+    release_name,
+    release_names,
+    release_problems,
+    release_values,
+)
 
-__all__ = ["ReleasePlan", "ReleaseName", "build_plans", "release_names", "load_all", "helm_values_json",
-           "chart_schema", "chart_defaults", "merge_values"]
+__all__ = [
+    "ReleasePlan",
+    "ReleaseName",
+    "build_plans",
+    "release_names",
+    "load_all",
+    "helm_values_json",
+    "chart_schema",
+    "chart_defaults",
+    "merge_values",
+]
 
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
@@ -91,8 +112,15 @@ def released_local_chart(name: str, version: str | None) -> Path | None:
 
 
 # helm pull flags that say how to reach a registry (taken from the command line, given to the pull only).
-REGISTRY_FLAGS = {"--plain-http": False, "--insecure-skip-tls-verify": False, "--ca-file": True, "--cert-file": True,
-                  "--key-file": True, "--registry-config": True, "--repository-config": True}
+REGISTRY_FLAGS = {
+    "--plain-http": False,
+    "--insecure-skip-tls-verify": False,
+    "--ca-file": True,
+    "--cert-file": True,
+    "--key-file": True,
+    "--registry-config": True,
+    "--repository-config": True,
+}
 _PULLED: dict[tuple[Any, ...], Any] = {}  # (reference, version, flags) -> TemporaryDirectory holding the pulled chart
 
 
@@ -153,8 +181,13 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[Any, ...], root: Path | None = None,
-                   budget: FileBudget | None = None) -> list[Any]:
+def read_file_refs(
+    loaded: LoadedValues,
+    values: dict[str, Any],
+    prefix: tuple[Any, ...],
+    root: Path | None = None,
+    budget: FileBudget | None = None,
+) -> list[Any]:
     """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number).
 
     A path is relative to the file that names it and must stay inside `root` (default: that file's
@@ -179,26 +212,47 @@ def read_file_refs(loaded: LoadedValues, values: dict[str, Any], prefix: tuple[A
             raw = read_regular(target, limit)
             text = raw.decode("utf-8")  # as --set-file reads it (a BOM stays)
         except FileNotFoundError:
-            problems.append(problem(loaded, where, f"file {rel!r} not found (looked in {target.parent})",
-                                     hint="paths are relative to the values file"))
+            problems.append(
+                problem(
+                    loaded,
+                    where,
+                    f"file {rel!r} not found (looked in {target.parent})",
+                    hint="paths are relative to the values file",
+                )
+            )
             continue
         except PathRefused as refused:
             if refused.too_large and limit < MAX_FILE_BYTES:
-                refused = PathRefused(f"would take the files of this run over {MAX_TOTAL_BYTES // 2**20} MiB together",
-                                      hint="keep large data in a bucket or a volume")
+                refused = PathRefused(
+                    f"would take the files of this run over {MAX_TOTAL_BYTES // 2**20} MiB together",
+                    hint="keep large data in a bucket or a volume",
+                )
             problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
             continue
         except UnicodeDecodeError as err:
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
-                                    hint="files are read as UTF-8 text"))
+            problems.append(
+                problem(
+                    loaded,
+                    where,
+                    f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
+                    hint="files are read as UTF-8 text",
+                )
+            )
             continue
         except OSError as err:
             problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
             continue
         if "\0" in text:
             line, column = text_position(text, text.index("\0"))
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
-                                    "(helm, JSON and Kubernetes do not carry it)", hint="files are read as text"))
+            problems.append(
+                problem(
+                    loaded,
+                    where,
+                    f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
+                    "(helm, JSON and Kubernetes do not carry it)",
+                    hint="files are read as text",
+                )
+            )
             continue
         budget.used += len(raw)
         _set_dotted(values, key, text)
@@ -244,7 +298,12 @@ def legacy_keys(schema: dict[str, Any], values: Any, path: tuple[Any, ...] = ())
         if sub.get("x-helm-nemo-legacy"):
             found.append(path + (key,))
         elif isinstance(value, dict):
-            found += [p for p in legacy_keys({**schema, **sub, "definitions": schema.get("definitions", {})}, value, path + (key,))]
+            found += [
+                p
+                for p in legacy_keys(
+                    {**schema, **sub, "definitions": schema.get("definitions", {})}, value, path + (key,)
+                )
+            ]
     return found
 
 
@@ -255,8 +314,14 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...], chart_override: str | None,
-               real: RealPath | None = None, root: Path | None = None) -> tuple[str, str | None, str | None]:
+def _chart_for(
+    loaded: LoadedValues,
+    data: dict[str, Any],
+    where: tuple[Any, ...],
+    chart_override: str | None,
+    real: RealPath | None = None,
+    root: Path | None = None,
+) -> tuple[str, str | None, str | None]:
     """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys.
 
     `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
@@ -275,10 +340,16 @@ def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...
             return chart_override, kind, accelerator
         kind = chart_override  # a chart kind name
     if not kind:
-        raise UserError(problem(loaded, where, "which chart? the values name no `chart`",
-                                 expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) "
-                                          "and accelerator: <id>",
-                                 hint="or pass --chart PATH|oci://…|KIND"))
+        raise UserError(
+            problem(
+                loaded,
+                where,
+                "which chart? the values name no `chart`",
+                expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) "
+                "and accelerator: <id>",
+                hint="or pass --chart PATH|oci://…|KIND",
+            )
+        )
     if not chart_override and ("/" in kind or kind.startswith((".", "~"))):
         at = real(("chart",))
         base = loaded.base_dir(at)
@@ -290,22 +361,40 @@ def _chart_for(loaded: LoadedValues, data: dict[str, Any], where: tuple[Any, ...
             raise UserError(problem(loaded, at, f"chart folder {kind!r} has no Chart.yaml ({folder})"))
         return str(folder), "", accelerator
     if not CHART_KIND.fullmatch(kind):
-        raise UserError(problem(loaded, real(("chart",)), f"chart {kind!r} is neither a chart kind nor a folder path",
-                                 expected="a chart kind (jobset, nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) or "
-                                          "./a/chart/folder next to the values file"))
+        raise UserError(
+            problem(
+                loaded,
+                real(("chart",)),
+                f"chart {kind!r} is neither a chart kind nor a folder path",
+                expected="a chart kind (jobset, nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) or "
+                "./a/chart/folder next to the values file",
+            )
+        )
     # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
     path = resources.shipped_chart_name(kind, accelerator)
     if path is None:  # say why
         charts = resources.charts_dir()
         have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
         if not have:
-            raise UserError(problem(loaded, real(("chart",)), f"no chart {kind!r}",
-                                     hint=f"charts live in {charts}"))
+            raise UserError(problem(loaded, real(("chart",)), f"no chart {kind!r}", hint=f"charts live in {charts}"))
         if not accelerator:
-            raise UserError(problem(loaded, where, f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
-                                     expected="accelerator: " + " | ".join(have), hint="add `accelerator:` to the values file"))
-        raise UserError(problem(loaded, real(("accelerator",)), f"no {kind!r} chart for accelerator {accelerator!r}",
-                                 expected=" | ".join(have)))
+            raise UserError(
+                problem(
+                    loaded,
+                    where,
+                    f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
+                    expected="accelerator: " + " | ".join(have),
+                    hint="add `accelerator:` to the values file",
+                )
+            )
+        raise UserError(
+            problem(
+                loaded,
+                real(("accelerator",)),
+                f"no {kind!r} chart for accelerator {accelerator!r}",
+                expected=" | ".join(have),
+            )
+        )
     return path, kind, accelerator
 
 
@@ -326,8 +415,11 @@ def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[An
             problem((key,), f"{json.dumps(value)} is not of type 'string', 'null'", "a string")
     refs = data.get("files")
     if refs is not None and not isinstance(refs, dict):
-        problem(("files",), f"{json.dumps(refs)} is not of type 'object', 'null'",
-                "a mapping: values key -> file path, e.g. {workload_launcher: launcher.sh}")
+        problem(
+            ("files",),
+            f"{json.dumps(refs)} is not of type 'object', 'null'",
+            "a mapping: values key -> file path, e.g. {workload_launcher: launcher.sh}",
+        )
     elif refs:
         for key, rel in refs.items():
             if not isinstance(rel, str) or not rel:
@@ -337,13 +429,18 @@ def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[An
             for part in key.split(".")[:-1]:
                 node = node.get(part) if isinstance(node, dict) else None
                 if node is not None and not isinstance(node, dict):
-                    problem(("files", key), f"{key!r} goes through {'.'.join(key.split('.')[:-1])}, which is not a mapping",
-                            "a values key whose parents are mappings")
+                    problem(
+                        ("files", key),
+                        f"{key!r} goes through {'.'.join(key.split('.')[:-1])}, which is not a mapping",
+                        "a values key whose parents are mappings",
+                    )
                     break
     return problems
 
 
-def _from_repository(loaded: LoadedValues, where: tuple[Any, ...], chart: str, version: str | None, repo: str) -> tuple[str, str]:
+def _from_repository(
+    loaded: LoadedValues, where: tuple[Any, ...], chart: str, version: str | None, repo: str
+) -> tuple[str, str]:
     """A chart picked by kind (+ accelerator) -> the same chart published in `repo` (oci://HOST/PATH), at the
     shipped chart's version unless one is given. Only released versions are published, so an unreleased
     shipped chart is an error rather than a silently different chart."""
@@ -351,34 +448,72 @@ def _from_repository(loaded: LoadedValues, where: tuple[Any, ...], chart: str, v
     from helm_nemo.user_errors import UserError
 
     if not repo.startswith("oci://"):
-        raise UserError(problem(loaded, where, f"chart repository {repo!r} is not an oci:// reference",
-                                 expected="HELM_NEMO_CHART_REPO=oci://HOST/PATH (or --chart-repo)"))
+        raise UserError(
+            problem(
+                loaded,
+                where,
+                f"chart repository {repo!r} is not an oci:// reference",
+                expected="HELM_NEMO_CHART_REPO=oci://HOST/PATH (or --chart-repo)",
+            )
+        )
     shipped = read_chart(Path(chart))
     version = version or shipped.version
     if version == shipped.version and load_lock().get(shipped.name, {}).get(version) != shipped.digest:
-        raise UserError(problem(loaded, where, f"chart {shipped.name} {version} is not released, so no repository "
-                                 "holds it", hint="unset HELM_NEMO_CHART_REPO / --chart-repo to use the shipped chart"))
+        raise UserError(
+            problem(
+                loaded,
+                where,
+                f"chart {shipped.name} {version} is not released, so no repository holds it",
+                hint="unset HELM_NEMO_CHART_REPO / --chart-repo to use the shipped chart",
+            )
+        )
     return f"{repo.rstrip('/')}/{shipped.name}", version
 
 
-def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], *, release: str | None,
-              chart_override: str | None, version: str | None, origin: dict[str, tuple[Any, ...]] | None = None,
-              chart_repo: str | None = None, root: Path | None = None, budget: FileBudget | None = None,
-              pull_flags: Sequence[str] = ()) -> tuple[ReleasePlan, list[Any]]:
+def _plan_one(
+    loaded: LoadedValues,
+    data: dict[str, Any],
+    prefix: tuple[Any, ...],
+    *,
+    release: str | None,
+    chart_override: str | None,
+    version: str | None,
+    origin: dict[str, tuple[Any, ...]] | None = None,
+    chart_repo: str | None = None,
+    root: Path | None = None,
+    budget: FileBudget | None = None,
+    pull_flags: Sequence[str] = (),
+) -> tuple[ReleasePlan, list[Any]]:
     from helm_nemo.user_errors import raise_if_problems
 
     real = real_path(prefix, origin or {})
-    raise_if_problems(_shape_problems(loaded, data, prefix, real), title=f"{loaded.label}: values helm nemo cannot use:")
+    raise_if_problems(
+        _shape_problems(loaded, data, prefix, real), title=f"{loaded.label}: values helm nemo cannot use:"
+    )
     sections = {key: data.pop(key) for key in TARGET_SECTIONS if key in data}
     problems = read_file_refs(loaded, data, prefix, root, budget)
     chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real, root)
-    if chart_repo and not chart.startswith("oci://") and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve()):
+    if (
+        chart_repo
+        and not chart.startswith("oci://")
+        and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve())
+    ):
         chart, version = _from_repository(loaded, prefix, chart, version, chart_repo)
     name, name_problems = release_name(loaded, data, prefix, release, real)
     problems += name_problems
-    plan = ReleasePlan(release=name, chart_kind=kind or "", accelerator=accelerator, chart=chart,
-                       chart_version=version, values=data, source=loaded.path, json_prefix=prefix,
-                       target_sections=sections, loaded=loaded, sources=list(loaded.paths))
+    plan = ReleasePlan(
+        release=name,
+        chart_kind=kind or "",
+        accelerator=accelerator,
+        chart=chart,
+        chart_version=version,
+        values=data,
+        source=loaded.path,
+        json_prefix=prefix,
+        target_sections=sections,
+        loaded=loaded,
+        sources=list(loaded.paths),
+    )
     local = plan.local_chart
     if local is None and chart.startswith("oci://"):  # not the shipped chart: check against the chart itself
         try:
@@ -386,25 +521,38 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
         except ChartPullFailed as failed:
             from helm_nemo.values.recipe import command_line_problem
 
-            message = (f"cannot check the values against chart {chart}{' ' + version if version else ''}: "
-                       f"helm pull failed: {failed}")
-            hint = ("check the reference and the version, `helm registry login`, and registry flags (--plain-http, "
-                    "--ca-file); or --chart PATH for a local copy of the chart")
-            problems.append(command_line_problem(message, hint) if chart_override else
-                            problem(loaded, real(("chart",)) if "chart" in data else prefix, message, hint=hint))
+            message = (
+                f"cannot check the values against chart {chart}{' ' + version if version else ''}: "
+                f"helm pull failed: {failed}"
+            )
+            hint = (
+                "check the reference and the version, `helm registry login`, and registry flags (--plain-http, "
+                "--ca-file); or --chart PATH for a local copy of the chart"
+            )
+            problems.append(
+                command_line_problem(message, hint)
+                if chart_override
+                else problem(loaded, real(("chart",)) if "chart" in data else prefix, message, hint=hint)
+            )
             return plan, problems
     schema = chart_schema(local) if local else None
     if schema is None and local is not None:
-        plan.warnings.append(f"chart {chart} has no values.schema.json: the values were checked for substitution and "
-                             "files only, not against a schema")
+        plan.warnings.append(
+            f"chart {chart} has no values.schema.json: the values were checked for substitution and "
+            "files only, not against a schema"
+        )
     if schema is not None:
         from helm_nemo.values.validation import extra_problems, validate
 
         def located(path: tuple[Any, ...]) -> tuple[Any, ...]:
-            return real(path[len(prefix):])
+            return real(path[len(prefix) :])
 
-        where: dict[str, Any] = {"filename": str(loaded.path), "positions": lambda path: loaded.position(located(path)),
-                 "files": lambda path: str(loaded.file_of(located(path))), "prefix": prefix}
+        where: dict[str, Any] = {
+            "filename": str(loaded.path),
+            "positions": lambda path: loaded.position(located(path)),
+            "files": lambda path: str(loaded.file_of(located(path))),
+            "prefix": prefix,
+        }
         assert local is not None  # the schema is the local chart's
         defaults = chart_defaults(local)
         merged = merge_values(defaults, data)
@@ -416,13 +564,23 @@ def _plan_one(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...
         problems += found
         for legacy in legacy_keys(schema, data):
             line, _ = loaded.position(prefix + legacy)
-            plan.warnings.append(f"{loaded.file_of(prefix + legacy)}:{line}: {json_path(legacy)} is a gpu-recipes key "
-                                 "no template reads; it is ignored (remove it)")
+            plan.warnings.append(
+                f"{loaded.file_of(prefix + legacy)}:{line}: {json_path(legacy)} is a gpu-recipes key "
+                "no template reads; it is ignored (remove it)"
+            )
     return plan, problems
 
 
-def _cross_field(loaded: LoadedValues, merged: dict[str, Any], data: dict[str, Any], schema: dict[str, Any], name: str,
-                 release: str | None, real: Any, prefix: tuple[Any, ...]) -> list[Problem]:
+def _cross_field(
+    loaded: LoadedValues,
+    merged: dict[str, Any],
+    data: dict[str, Any],
+    schema: dict[str, Any],
+    name: str,
+    release: str | None,
+    real: Any,
+    prefix: tuple[Any, ...],
+) -> list[Problem]:
     """The chart's `fail` rules (values/cross_field.py) as Problems at the value that breaks them."""
     from helm_nemo.secrets import mask
     from helm_nemo.user_errors import Problem
@@ -433,8 +591,17 @@ def _cross_field(loaded: LoadedValues, merged: dict[str, Any], data: dict[str, A
 
     def add(at: tuple[Any, ...] | None, message: str, expected: str | None = None, hint: str | None = None) -> None:
         if at is None:
-            found.append(Problem(COMMAND_LINE, None, None, "$", mask(f"release name {name!r} (from the command line): "
-                                 f"{message}"), expected, hint))
+            found.append(
+                Problem(
+                    COMMAND_LINE,
+                    None,
+                    None,
+                    "$",
+                    mask(f"release name {name!r} (from the command line): {message}"),
+                    expected,
+                    hint,
+                )
+            )
             return
         written = real(at)
         line, column = loaded.position(written)
@@ -444,10 +611,17 @@ def _cross_field(loaded: LoadedValues, merged: dict[str, Any], data: dict[str, A
     return found
 
 
-def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
-                release: str | None = None, chart: str | None = None, version: str | None = None,
-                chart_repo: str | None = None, root: str | Path | None = None,
-                pull_flags: Sequence[str] = ()) -> list[ReleasePlan]:
+def build_plans(
+    path: str | Path | Sequence[str | Path],
+    env: Mapping[str, str] | None = None,
+    *,
+    release: str | None = None,
+    chart: str | None = None,
+    version: str | None = None,
+    chart_repo: str | None = None,
+    root: str | Path | None = None,
+    pull_flags: Sequence[str] = (),
+) -> list[ReleasePlan]:
     """Load, substitute, read files and validate; raise UserError with every problem, or return the plans.
 
     `path`: a values or recipe file, or several values files merged like helm's `-f a -f b`; `root`: the
@@ -470,8 +644,18 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
 
         if any(key in data for key in STAGE_KEYS):
             raise_if_problems(plain_file_problems(loaded, data), title=f"{loaded.label}: not a recipe:")
-        plan, problems = _plan_one(loaded, data, (), release=release, chart_override=chart, version=version,
-                                   chart_repo=chart_repo, root=root, budget=budget, pull_flags=pull_flags)
+        plan, problems = _plan_one(
+            loaded,
+            data,
+            (),
+            release=release,
+            chart_override=chart,
+            version=version,
+            chart_repo=chart_repo,
+            root=root,
+            budget=budget,
+            pull_flags=pull_flags,
+        )
         raise_if_problems(problems, title=f"{loaded.label}: values do not fit chart {plan.chart}:")
         plan.substitution = substituted
         return [plan]
@@ -490,11 +674,23 @@ def build_plans(path: str | Path | Sequence[str | Path], env: Mapping[str, str] 
         if item.get("values") is not None and not isinstance(item["values"], dict):
             continue
         values, origin = release_values(item, where)
-        plan, found = _plan_one(loaded, values, where + ("values",), release=release, chart_override=None,
-                                version=item.get("version"), origin=origin, chart_repo=chart_repo, root=root,
-                                budget=budget, pull_flags=pull_flags)
+        plan, found = _plan_one(
+            loaded,
+            values,
+            where + ("values",),
+            release=release,
+            chart_override=None,
+            version=item.get("version"),
+            origin=origin,
+            chart_repo=chart_repo,
+            root=root,
+            budget=budget,
+            pull_flags=pull_flags,
+        )
         if plan.release in seen:
-            found.append(problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})"))
+            found.append(
+                problem(loaded, where, f"release {plan.release!r} appears twice (also release {seen[plan.release]})")
+            )
         seen[plan.release] = index
         plans.append(plan)
         staged.append((index, item, plan))

@@ -10,9 +10,11 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Mapping, Sequence
+    from typing import Any
+    from collections.abc import Mapping, Sequence
 
     from collections.abc import Callable
 
@@ -23,7 +25,15 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
 # Keys of a recipe file (a file with `releases:`) and of each of its releases.
 RECIPE_KEYS = {"recipe", "description", "releases"}
-RELEASE_KEYS = {"release", "chart", "accelerator", "values", "version", "after", "dataFrom"}  # stages: dataprep/recipe.py
+RELEASE_KEYS = {
+    "release",
+    "chart",
+    "accelerator",
+    "values",
+    "version",
+    "after",
+    "dataFrom",
+}  # stages: dataprep/recipe.py
 # helm's release names: DNS-1123 labels of at most 53 characters (names derived from them get suffixes).
 RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 MAX_RELEASE_NAME = 53
@@ -42,25 +52,33 @@ class ReleaseName:
         return " ".join(f"--values {path}" for path in (self.sources or [self.source]))
 
 
-
-def problem(loaded: LoadedValues, where: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None,
-             shown: tuple[Any, ...] | None = None) -> Problem:
+def problem(
+    loaded: LoadedValues,
+    where: tuple[Any, ...],
+    message: str,
+    expected: str | None = None,
+    hint: str | None = None,
+    shown: tuple[Any, ...] | None = None,
+) -> Problem:
     """A Problem at `where` in the file that wrote it; `shown`: the JSON path to print, when not `where`."""
     from helm_nemo.user_errors import Problem
 
     line, column = loaded.position(where)
     return Problem(
-        file=str(loaded.file_of(where)), line=line, column=column, json_path=json_path(where if shown is None else shown),
-        message=message, expected=expected, hint=hint,
+        file=str(loaded.file_of(where)),
+        line=line,
+        column=column,
+        json_path=json_path(where if shown is None else shown),
+        message=message,
+        expected=expected,
+        hint=hint,
     )
-
 
 
 def json_path(parts: tuple[Any, ...]) -> str:
     from helm_nemo.user_errors import json_path as render
 
     return render(parts)
-
 
 
 def real_path(prefix: tuple[Any, ...], origin: dict[str, tuple[Any, ...]]) -> RealPath:
@@ -73,33 +91,40 @@ def real_path(prefix: tuple[Any, ...], origin: dict[str, tuple[Any, ...]]) -> Re
     return real
 
 
-
 def release_name_problem(name: Any, where: str) -> str | None:
     """Why `name` cannot be a helm release name (None when it can); `where` says where it was written."""
     if not isinstance(name, str) or not RELEASE_NAME.fullmatch(name):
-        return (f"release name {name!r} ({where}) is not a DNS-1123 label: lower-case letters, digits and '-', "
-                "starting and ending with a letter or digit")
+        return (
+            f"release name {name!r} ({where}) is not a DNS-1123 label: lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
     if len(name) > MAX_RELEASE_NAME:
         return f"release name {name!r} ({where}) is {len(name)} characters, more than {MAX_RELEASE_NAME}"
     return None
 
 
-
-def release_name(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], release: str | None,
-                 real: RealPath) -> tuple[str, list[Any]]:
+def release_name(
+    loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], release: str | None, real: RealPath
+) -> tuple[str, list[Any]]:
     """The release's name (command line first, else `release:`) and the problem with it, if any."""
     from helm_nemo.user_errors import Problem, UserError
 
     name = release or data.get("release")
     if not name:
-        raise UserError(problem(loaded, prefix, "no release name", expected="`release: <name>` in the values",
-                                 hint="or give it on the command line: helm nemo install NAME --values …"))
+        raise UserError(
+            problem(
+                loaded,
+                prefix,
+                "no release name",
+                expected="`release: <name>` in the values",
+                hint="or give it on the command line: helm nemo install NAME --values …",
+            )
+        )
     if release:
         why = release_name_problem(release, "from the command line")
         return name, [Problem(COMMAND_LINE, None, None, "$", why, hint="helm refuses it")] if why else []
     why = release_name_problem(name, "from the values")
     return name, [problem(loaded, real(("release",)), why, shown=("release",), hint="helm refuses it")] if why else []
-
 
 
 def load_all(paths: str | Path | Sequence[str | Path]) -> LoadedValues:
@@ -114,11 +139,15 @@ def load_all(paths: str | Path | Sequence[str | Path]) -> LoadedValues:
     if len(parts) > 1:
         for part in parts:
             if "releases" in part.data:
-                raise UserError(problem(part, ("releases",), "a recipe file (with `releases:`) cannot be merged "
-                                         "with other --values files", hint="give the recipe alone, or put the "
-                                         "changes into the values of its releases"))
+                raise UserError(
+                    problem(
+                        part,
+                        ("releases",),
+                        "a recipe file (with `releases:`) cannot be merged with other --values files",
+                        hint="give the recipe alone, or put the changes into the values of its releases",
+                    )
+                )
     return merge_loaded(parts)
-
 
 
 def command_line_problem(message: str, hint: str | None = None) -> Problem:
@@ -127,20 +156,23 @@ def command_line_problem(message: str, hint: str | None = None) -> Problem:
     return Problem(COMMAND_LINE, None, None, "$", message, hint=hint)
 
 
-
 def recipe_shape(loaded: LoadedValues, data: dict[str, Any], release: str | None) -> None:
     from helm_nemo.user_errors import UserError
 
     unknown = sorted(set(data) - RECIPE_KEYS)
     if unknown:
-        raise UserError(problem(loaded, (unknown[0],), f"unknown recipe key {unknown[0]!r}",
-                                 expected=", ".join(sorted(RECIPE_KEYS))))
+        raise UserError(
+            problem(
+                loaded, (unknown[0],), f"unknown recipe key {unknown[0]!r}", expected=", ".join(sorted(RECIPE_KEYS))
+            )
+        )
     releases = data.get("releases") or []
     if not isinstance(releases, list) or not releases:
         raise UserError(problem(loaded, ("releases",), "`releases` must be a non-empty list"))
     if release and len(releases) > 1:
-        raise UserError(problem(loaded, ("releases",), "a release name on the command line fits a one-release file only"))
-
+        raise UserError(
+            problem(loaded, ("releases",), "a release name on the command line fits a one-release file only")
+        )
 
 
 def release_problems(loaded: LoadedValues, item: Any, where: tuple[Any, ...]) -> list[Any] | None:
@@ -148,22 +180,34 @@ def release_problems(loaded: LoadedValues, item: Any, where: tuple[Any, ...]) ->
     release that its values contradict. None when the release is not a mapping at all."""
     if not isinstance(item, dict):
         return None
-    problems = [problem(loaded, where + (key,), f"unknown release key {key!r}", expected=", ".join(sorted(RELEASE_KEYS)))
-                for key in sorted(set(item) - RELEASE_KEYS)]
+    problems = [
+        problem(loaded, where + (key,), f"unknown release key {key!r}", expected=", ".join(sorted(RELEASE_KEYS)))
+        for key in sorted(set(item) - RELEASE_KEYS)
+    ]
     values = item.get("values")
     if values is not None and not isinstance(values, dict):
-        problems.append(problem(loaded, where + ("values",), "the values of a release must be a mapping",
-                                 expected="values: {key: value, …}"))
+        problems.append(
+            problem(
+                loaded,
+                where + ("values",),
+                "the values of a release must be a mapping",
+                expected="values: {key: value, …}",
+            )
+        )
         return problems
     for key in ("chart", "accelerator", "release"):
         inner = (values or {}).get(key)
         if item.get(key) is not None and inner is not None and inner != item[key]:
             line, _ = loaded.position(where + ("values", key))
-            problems.append(problem(loaded, where + (key,), f"{key} {item[key]!r} conflicts with {key} {inner!r} in "
-                                     f"the release's values (line {line})",
-                                     hint=f"keep one of them (both must name the same {key})"))
+            problems.append(
+                problem(
+                    loaded,
+                    where + (key,),
+                    f"{key} {item[key]!r} conflicts with {key} {inner!r} in the release's values (line {line})",
+                    hint=f"keep one of them (both must name the same {key})",
+                )
+            )
     return problems
-
 
 
 def release_values(item: dict[str, Any], where: tuple[Any, ...]) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]]:
@@ -178,9 +222,9 @@ def release_values(item: dict[str, Any], where: tuple[Any, ...]) -> tuple[dict[s
     return values, origin
 
 
-
-def release_names(path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *,
-                  release: str | None = None) -> list[ReleaseName]:
+def release_names(
+    path: str | Path | Sequence[str | Path], env: Mapping[str, str] | None = None, *, release: str | None = None
+) -> list[ReleaseName]:
     """What uninstall needs: every release's name, and nothing else. Only the strings that give a name are
     substituted (a variable only install needs may be unset); no file is read, no chart resolved."""
     from helm_nemo.user_errors import UserError, raise_if_problems
@@ -213,7 +257,6 @@ def release_names(path: str | Path | Sequence[str | Path], env: Mapping[str, str
         out.append(ReleaseName(release=name, source=loaded.path, sources=list(loaded.paths)))
     raise_if_problems(problems, title=f"{loaded.label}: {len(problems)} problem(s):")
     return out
-
 
 
 def names_of(item: Any) -> dict[str, Any] | None:

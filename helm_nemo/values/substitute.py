@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Iterable, Mapping
+    from typing import Any
+    from collections.abc import Iterable, Mapping
 
     from helm_nemo.values.load import LoadedValues
 
 from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path
+
 
 def _runtime_variables() -> frozenset[str]:
     """The variables the pod defines: one list, owned by the chart source (generator/shared/runtime-variables.yaml)."""
@@ -169,20 +172,34 @@ MAX_DEFAULT_DEPTH = 20
 
 
 class _Substituter:
-    def __init__(self, loaded: LoadedValues, env: Mapping[str, str], keep: set[str],
-                 scopes: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]], allow: set[str] | None,
-                 prefix: tuple[Any, ...]):
-        self.loaded, self.env, self.keep, self.scopes, self.allow, self.prefix = loaded, env, keep, scopes, allow, prefix
+    def __init__(
+        self,
+        loaded: LoadedValues,
+        env: Mapping[str, str],
+        keep: set[str],
+        scopes: dict[tuple[Any, ...], dict[str, list[tuple[Any, ...]]]],
+        allow: set[str] | None,
+        prefix: tuple[Any, ...],
+    ):
+        self.loaded, self.env, self.keep, self.scopes, self.allow, self.prefix = (
+            loaded,
+            env,
+            keep,
+            scopes,
+            allow,
+            prefix,
+        )
         self.problems: list[Problem] = []
         self.missing: list[str] = []
         self.used: dict[tuple[Any, ...], list[str]] = {}
         self.secrets: dict[tuple[Any, ...], list[str]] = {}
         self.environment: dict[tuple[Any, ...], list[str]] = {}
 
-    def problem(self, where: tuple[Any, ...], message: str, *, expected: str | None = None, hint: str | None = None) -> None:
+    def problem(
+        self, where: tuple[Any, ...], message: str, *, expected: str | None = None, hint: str | None = None
+    ) -> None:
         line, column = self.loaded.position(where)
-        self.problems.append(Problem(str(self.loaded.path), line, column, json_path(where), message,
-                                     expected, hint))
+        self.problems.append(Problem(str(self.loaded.path), line, column, json_path(where), message, expected, hint))
 
     def walk(self, node: Any, where: tuple[Any, ...]) -> Any:
         if isinstance(node, dict):
@@ -208,8 +225,9 @@ class _Substituter:
             self.secrets[where] = secrets
         return result  # a string stays a string (see the module docstring: no re-typing)
 
-    def expand(self, text: str, where: tuple[Any, ...], names: list[str], secrets: list[str],
-               depth: int) -> tuple[str, bool]:
+    def expand(
+        self, text: str, where: tuple[Any, ...], names: list[str], secrets: list[str], depth: int
+    ) -> tuple[str, bool]:
         """Expand `text` (`depth`: defaults around it); the flag says it was exactly one substituted reference."""
         out: list[str] = []
         whole = False
@@ -220,7 +238,7 @@ class _Substituter:
                 out.append(text[index:])
                 break
             out.append(text[index:dollar])
-            following = text[dollar + 1:dollar + 2]
+            following = text[dollar + 1 : dollar + 2]
             if following == "$":  # `$$` -> `$`, so `$${X}` -> `${X}`
                 out.append("$")
                 index = dollar + 2
@@ -231,24 +249,33 @@ class _Substituter:
                 continue
             close = _closing_brace(text, dollar + 2)
             if close < 0:
-                self.problem(where, f"unterminated reference {text[dollar:dollar + 40]!r}", expected=_EXPECTED,
-                             hint="close it with '}', or write $${ for a literal ${")
+                self.problem(
+                    where,
+                    f"unterminated reference {text[dollar : dollar + 40]!r}",
+                    expected=_EXPECTED,
+                    hint="close it with '}', or write $${ for a literal ${",
+                )
                 out.append(text[dollar:])
                 break
-            token = text[dollar:close + 1]
+            token = text[dollar : close + 1]
             replacement, substituted = self.reference(token, where, names, secrets, depth)
             out.append(replacement)
             whole = substituted and dollar == 0 and close == len(text) - 1
             index = close + 1
         return "".join(out), whole
 
-    def reference(self, token: str, where: tuple[Any, ...], names: list[str], secrets: list[str],
-                  depth: int) -> tuple[str, bool]:
+    def reference(
+        self, token: str, where: tuple[Any, ...], names: list[str], secrets: list[str], depth: int
+    ) -> tuple[str, bool]:
         """The text for one `${…}` and whether it was substituted (False: kept for the pod, or an error)."""
         body = _BODY.fullmatch(token[2:-1])
         if not body:
-            self.problem(where, f"malformed reference {token!r}", expected=_EXPECTED,
-                         hint="write $${ for a literal ${ (e.g. shell parameter expansion in a script)")
+            self.problem(
+                where,
+                f"malformed reference {token!r}",
+                expected=_EXPECTED,
+                hint="write $${ for a literal ${ (e.g. shell parameter expansion in a script)",
+            )
             return token, False
         name, op, arg = body.group("name"), body.group("op"), body.group("arg")
         if name in self.keep:
@@ -259,20 +286,29 @@ class _Substituter:
                 return token, False
             first = defined[0]
             line, _ = self.loaded.position(first + ("name",))
-            self.problem(where, f"${{{name}}} is ambiguous: {name} is an env var the values define for the pod "
-                                f"({json_path(first)}, line {line}) and is also set in your environment",
-                         hint=f"for the pod's value write $${{{name}}}; for your environment's value export it under "
-                              f"another name (e.g. LOCAL_{name}) and write that")
+            self.problem(
+                where,
+                f"${{{name}}} is ambiguous: {name} is an env var the values define for the pod "
+                f"({json_path(first)}, line {line}) and is also set in your environment",
+                hint=f"for the pod's value write $${{{name}}}; for your environment's value export it under "
+                f"another name (e.g. LOCAL_{name}) and write that",
+            )
             return token, False
         if self.allow is not None and name not in self.allow:
-            self.problem(where, f"variable {name} is not allowed: it is not in the allowed list",
-                         hint=f"add {name} to the allowed variables (--allow-env), or write $${{{name}}} for a literal")
+            self.problem(
+                where,
+                f"variable {name} is not allowed: it is not in the allowed list",
+                hint=f"add {name} to the allowed variables (--allow-env), or write $${{{name}}} for a literal",
+            )
             return token, False
         value = self.env.get(name)
         if op == ":-" and not value:
             if depth >= MAX_DEFAULT_DEPTH:
-                self.problem(where, f"${{{name}:-…}} defaults nest deeper than {MAX_DEFAULT_DEPTH} levels",
-                             hint="set one of the variables, or write the default without so many nested references")
+                self.problem(
+                    where,
+                    f"${{{name}:-…}} defaults nest deeper than {MAX_DEFAULT_DEPTH} levels",
+                    hint="set one of the variables, or write the default without so many nested references",
+                )
                 return token, False
             default, _ = self.expand(arg, where, names, secrets, depth + 1)
             return default, True
@@ -291,8 +327,14 @@ class _Substituter:
         return value, True
 
 
-def substitute(loaded: LoadedValues, env: Mapping[str, str], *, keep: Iterable[str] | None = None,
-               allow: Iterable[str] | None = None, prefix: tuple[Any, ...] = ()) -> SubstitutionResult:
+def substitute(
+    loaded: LoadedValues,
+    env: Mapping[str, str],
+    *,
+    keep: Iterable[str] | None = None,
+    allow: Iterable[str] | None = None,
+    prefix: tuple[Any, ...] = (),
+) -> SubstitutionResult:
     """Substitute `${…}` inside `loaded.data` (a values_file.LoadedValues); raise one UserError listing every problem.
 
     keep: names always left for the pod (default: RUNTIME_VARIABLES); env vars the values define for the pod
@@ -308,5 +350,6 @@ def substitute(loaded: LoadedValues, env: Mapping[str, str], *, keep: Iterable[s
         if worker.missing:
             title += " (not set: " + ", ".join(dict.fromkeys(worker.missing)) + ")"
         raise UserError(worker.problems, title=title + ":")
-    return SubstitutionResult(data=data, used=worker.used, secrets=worker.secrets, loaded=loaded,
-                              environment=worker.environment)
+    return SubstitutionResult(
+        data=data, used=worker.used, secrets=worker.secrets, loaded=loaded, environment=worker.environment
+    )

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import re
 from collections import namedtuple
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, Callable
+    from typing import Any
+    from collections.abc import Callable
 
 from helm_nemo.secrets import mask
 from helm_nemo.user_errors import Problem, json_path, raise_if_problems
@@ -42,8 +44,10 @@ def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
     from helm_nemo.schema_check import Validator
 
     try:
-        return [SchemaError(tuple(e.path), e.validator, e.validator_value, e.message, e.schema, e.instance)
-                for e in Validator(schema).iter_errors(data)]
+        return [
+            SchemaError(tuple(e.path), e.validator, e.validator_value, e.message, e.schema, e.instance)
+            for e in Validator(schema).iter_errors(data)
+        ]
     except (ValueError, KeyError):  # unsupported keyword or $ref: let jsonschema decide
         pass
     import jsonschema
@@ -51,8 +55,10 @@ def schema_errors(data: Any, schema: dict[str, Any]) -> list[SchemaError]:
     from helm_nemo.schema_check import whole_string_jsonschema
 
     validator = whole_string_jsonschema(jsonschema.Draft7Validator)(schema)
-    return [SchemaError(tuple(e.absolute_path), e.validator, e.validator_value, e.message, e.schema, e.instance)
-            for e in validator.iter_errors(data)]
+    return [
+        SchemaError(tuple(e.absolute_path), e.validator, e.validator_value, e.message, e.schema, e.instance)
+        for e in validator.iter_errors(data)
+    ]
 
 
 def _resolve(schema: dict[str, Any], node: Any) -> Any:
@@ -77,8 +83,17 @@ def _expected(validator: str, value: Any) -> str | None:
         return json.dumps(value)
     if validator == "pattern":
         return f"a string matching {value}"
-    if validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength",
-                     "maxLength", "minItems", "maxItems"):
+    if validator in (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+    ):
         return f"{validator} {value}"
     if validator == "uniqueItems":
         return "no repeated items"
@@ -87,8 +102,11 @@ def _expected(validator: str, value: Any) -> str | None:
         for option in value:
             if isinstance(option, dict):
                 parts.append(", ".join(f"{k} {v}" for k, v in option.items() if k not in ("description", "title")))
-        return " or ".join(f"({p})" for p in parts) if validator == "anyOf" else \
-            "exactly one of " + " or ".join(f"({p})" for p in parts)
+        return (
+            " or ".join(f"({p})" for p in parts)
+            if validator == "anyOf"
+            else "exactly one of " + " or ".join(f"({p})" for p in parts)
+        )
     return None
 
 
@@ -101,7 +119,7 @@ def _expected_of(schema: dict[str, Any]) -> str | None:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
 
 def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[str]]:
@@ -110,14 +128,23 @@ def _allowed_keys(node: dict[str, Any], instance: Any) -> tuple[list[str], list[
     from helm_nemo.schema_check import pattern_regex
 
     patterns = [pattern_regex(p) for p in (node.get("patternProperties") or {})]
-    extra = [k for k in instance if k not in allowed and not any(p.search(k) for p in patterns)] \
-        if isinstance(instance, dict) else []
+    extra = (
+        [k for k in instance if k not in allowed and not any(p.search(k) for p in patterns)]
+        if isinstance(instance, dict)
+        else []
+    )
     return allowed, extra
 
 
-def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | None = None,
-             positions: Positions | None = None, prefix: tuple[Any, ...] = (),
-             files: Callable[[tuple[Any, ...]], str] | None = None) -> list[Problem]:
+def validate(
+    loaded_or_data: Any,
+    schema: dict[str, Any],
+    *,
+    filename: str | None = None,
+    positions: Positions | None = None,
+    prefix: tuple[Any, ...] = (),
+    files: Callable[[tuple[Any, ...]], str] | None = None,
+) -> list[Problem]:
     """Every schema error as a Problem pointing into the user's file, sorted by line.
 
     `loaded_or_data` is a values_file.LoadedValues (filename and positions then default to its own) or plain
@@ -135,8 +162,15 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
 
     def problem(at: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> Problem:
         line, column = where_is(prefix + at)
-        return Problem(files(prefix + at) if files else filename, line, column, json_path(at), _short(mask(message)),
-                       expected, hint)
+        return Problem(
+            files(prefix + at) if files else filename,
+            line,
+            column,
+            json_path(at),
+            _short(mask(message)),
+            expected,
+            hint,
+        )
 
     problems: list[Problem] = []
     for error in schema_errors(data, schema):
@@ -166,16 +200,24 @@ def validate(loaded_or_data: Any, schema: dict[str, Any], *, filename: str | Non
         message = error.message
         if error.validator in ("anyOf", "oneOf"):
             message = f"{json.dumps(error.instance)} is not valid here"
-        problems.append(problem(where, message, _expected(error.validator, error.validator_value),
-                                node.get("description")))
+        problems.append(
+            problem(where, message, _expected(error.validator, error.validator_value), node.get("description"))
+        )
     return sorted(problems, key=lambda p: (p.line or 0, p.column or 0, p.json_path))
 
 
 LABEL_MAPS = {"labels": "label", "nodeSelector": "nodeSelector"}  # values keys that become labels / a nodeSelector
 
 
-def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, positions: Positions | None = None,
-                   prefix: tuple[Any, ...] = (), files: Callable[[tuple[Any, ...]], str] | None = None) -> list[Problem]:
+def extra_problems(
+    data: Any,
+    defaults: Any,
+    *,
+    filename: str | None = None,
+    positions: Positions | None = None,
+    prefix: tuple[Any, ...] = (),
+    files: Callable[[tuple[Any, ...]], str] | None = None,
+) -> list[Problem]:
     """What the chart schemas cannot say, found in the user's values with the line:
 
     * `key: null` where the chart's defaults hold a mapping: helm drops the key with its defaults and the
@@ -191,8 +233,17 @@ def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, pos
 
     def add(at: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> None:
         line, column = where_is(prefix + at)
-        problems.append(Problem(files(prefix + at) if files else filename, line, column, json_path(at),
-                                _short(mask(message)), expected, hint))
+        problems.append(
+            Problem(
+                files(prefix + at) if files else filename,
+                line,
+                column,
+                json_path(at),
+                _short(mask(message)),
+                expected,
+                hint,
+            )
+        )
 
     def labels(node: dict[str, Any], at: tuple[Any, ...], what: str) -> None:
         for key, value in node.items():
@@ -211,8 +262,12 @@ def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, pos
         default = default if isinstance(default, dict) else {}
         for key, value in node.items():
             if value is None and isinstance(default.get(key), dict):
-                add(at + (key,), "null would remove the chart's default mapping here, and the templates read keys "
-                                 "under it", "a mapping (object): {} for none", "leave the key out to keep the defaults")
+                add(
+                    at + (key,),
+                    "null would remove the chart's default mapping here, and the templates read keys under it",
+                    "a mapping (object): {} for none",
+                    "leave the key out to keep the defaults",
+                )
             elif key in LABEL_MAPS and isinstance(value, dict):
                 labels(value, at + (key,), LABEL_MAPS[key])
             elif key == "annotations" and isinstance(value, dict):
@@ -221,8 +276,11 @@ def extra_problems(data: Any, defaults: Any, *, filename: str | None = None, pos
                         add(at + (key, name), f"annotation key {why}")
                 size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in value.items())
                 if size > MAX_ANNOTATIONS_BYTES:
-                    add(at + (key,), f"annotations are {size} bytes together, more than the "
-                                     f"{MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts")
+                    add(
+                        at + (key,),
+                        f"annotations are {size} bytes together, more than the "
+                        f"{MAX_ANNOTATIONS_BYTES // 1024} KiB the API server accepts",
+                    )
             else:
                 visit(value, default.get(key), at + (key,))
 
