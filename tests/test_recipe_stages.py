@@ -2,9 +2,8 @@
 the training's data argument derived from the data-prep release's shards, and `helm nemo install` waiting for
 the data-prep Job between the releases, against the loopback emulator with Helm 3 and 4.
 
-The data-prep chart is built on another branch: these tests use tests/fixtures/data-prep-standin (a chart
-named data-prep with the contract's objects: ConfigMap R-data-prep and an Indexed Job R labelled
-helm-nemo.dev/data-prep=R), named in the recipe by its folder."""
+The recipes use the shipped data-prep chart (charts/data-prep: ConfigMap R-data-prep and an Indexed Job R
+labelled helm-nemo.dev/data-prep=R); the emulator runs its Job's indexes as a test says."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ import yaml
 from conftest import cluster_env
 
 ROOT = Path(__file__).resolve().parent.parent
-STANDIN = ROOT / "tests/fixtures/data-prep-standin"
 NS = "ml"
 PREFIXES = ",".join(f"1.0,/fsx/data/pile/0{n}_text_document" for n in range(6))
 
@@ -38,10 +36,14 @@ FSX = """\
 """
 PILE = """\
   - release: pile
-    chart: ./data-prep
+    chart: data-prep
     after: fsx
     values:
       workers: 2
+      volumes:
+        pvcMounts:
+          - claimName: fsx-pvc
+            mountPath: /fsx
       retries: {podRetries: 0}
       shards:
         urlPattern: https://example.com/train/{index}.jsonl.zst
@@ -73,9 +75,8 @@ TRAINING = """\
 
 
 def recipe(folder: Path, text: str = FSX + PILE + TRAINING) -> Path:
-    """A recipe in `folder`, beside the stand-in chart and the example's NeMo config."""
-    if not (folder / "data-prep").exists():
-        shutil.copytree(STANDIN, folder / "data-prep")
+    """A recipe in `folder`, beside the example's NeMo config."""
+    if not (folder / "configs").exists():
         shutil.copytree(ROOT / "values/examples/configs", folder / "configs")
     path = folder / "recipe.yaml"
     path.write_text("recipe: pile-then-train\nreleases:\n" + text)
@@ -224,7 +225,7 @@ def pod(kube, index: int) -> str:
 
 
 def log(kube, index: int, *lines: str) -> None:
-    kube.write_log(NS, pod(kube, index), "".join(line + "\n" for line in lines), container="prepare")
+    kube.write_log(NS, pod(kube, index), "".join(line + "\n" for line in lines), container="data-prep")
 
 
 def shard(name: str, what: str = "done (1.2 GiB in 3m10s)") -> str:
@@ -261,7 +262,7 @@ def test_install_waits_for_the_data_prep_job(helm, kube, env, tmp_path):
         f"[1/3] install fsx ({ROOT / 'charts/fsx-lustre'})",
         "waiting for fsx's Job to complete before pile (Ctrl-C stops the wait)",
         "fsx: no Job to wait for",  # `after: fsx`: storage runs no Job
-        f"[2/3] install pile ({tmp_path / 'data-prep'})",
+        f"[2/3] install pile ({ROOT / 'charts' / 'data-prep'})",
         "waiting for pile's Job to complete before gpt3-5b (Ctrl-C stops the wait)",
     ]
     assert order[5].startswith("[3/3] install gpt3-5b")
@@ -376,3 +377,62 @@ def test_template_shows_the_derived_argument(helm, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert f"- model.data.data_prefix=[{PREFIXES}]" in proc.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# Where the training sees the outputs (helm_nemo/dataprep/storage.py)
+
+
+def test_prefixes_follow_the_trainings_own_mount_path(tmp_path):
+    """The training mounts the same claim at /data: the prefixes are the output folder in its view."""
+    plans = plans_of(recipe(tmp_path, FSX + PILE + TRAINING.replace("mountPath: /fsx", "mountPath: /data")))
+    argument = plans[2].values["workload"]["arguments"][-1]
+    assert argument == "model.data.data_prefix=[" + PREFIXES.replace("/fsx/", "/data/") + "]"
+
+
+def test_a_training_that_does_not_mount_the_output_storage_is_refused(tmp_path):
+    path = recipe(tmp_path, FSX + PILE + TRAINING.replace("claimName: fsx-pvc", "claimName: scratch-pvc"))
+    problems = problems_of(path)
+    assert len(problems) == 1, problems
+    line = line_of(path, "dataFrom: pile")
+    assert problems[0].startswith(f"{path}:{line}:")
+    assert "would not see the outputs of 'pile'" in problems[0] and "claim 'fsx-pvc'" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("training_storage", "expected"),
+    [
+        ("workload:\n  gcsBucketForDataCataPath: corpus-bucket", "/gcs/data/pile"),  # the chart mounts it at /gcs
+        ("volumes:\n  gcsMounts: [{bucketName: corpus-bucket, mountPath: /bucket}]", "/bucket/data/pile"),
+        ("volumes:\n  gcsMounts: [{bucketName: other-bucket, mountPath: /gcs}]", None),
+    ],
+)
+def test_bucket_outputs_map_through_the_trainings_bucket_mounts(training_storage, expected):
+    from helm_nemo.dataprep.storage import training_root
+
+    data_prep = {
+        "output": {"path": "/gcs/data/pile"},
+        "volumes": {"gcsMounts": [{"bucketName": "corpus-bucket", "mountPath": "/gcs"}]},
+    }
+    root, unseen = training_root(data_prep, yaml.safe_load(training_storage))
+    assert root == expected
+    assert (unseen is None) == (expected is not None)
+    if expected is None:
+        assert "bucket 'corpus-bucket'" in unseen
+
+
+def test_the_deepest_data_prep_mount_decides(tmp_path):
+    from helm_nemo.dataprep.storage import training_root
+
+    data_prep = {
+        "output": {"path": "/fsx/scratch/pile"},
+        "volumes": {
+            "pvcMounts": [
+                {"claimName": "fsx-pvc", "mountPath": "/fsx"},
+                {"claimName": "scratch-pvc", "mountPath": "/fsx/scratch"},
+            ]
+        },
+    }
+    assert training_root(data_prep, {"volumes": {"pvcMounts": [{"claimName": "fsx-pvc", "mountPath": "/fsx"}]}})[1]
+    training = {"volumes": {"pvcMounts": [{"claimName": "scratch-pvc", "mountPath": "/scratch"}]}}
+    assert training_root(data_prep, training) == ("/scratch/pile", None)

@@ -222,8 +222,23 @@ def _data_from(
                 hint=f"also at {loaded.file_of(at)}:{dline} ($.releases[{where[1]}].dataFrom)",
             )
         ]
+    from helm_nemo.dataprep.storage import training_root
+
     try:
-        argument = shards.data_prefix_override(source_values(source))
+        values = source_values(source)
+        root, unseen = training_root(values, plan.values)
+        if unseen:
+            return [
+                _problem(
+                    loaded,
+                    at,
+                    f"release {plan.release!r} would not see the outputs of {source.release!r}: {unseen}",
+                    expected="the same claim (volumes.pvcMounts) or bucket (volumes.gcsMounts, "
+                    "workload.gcsBucketForDataCataPath) in the training's values",
+                    hint=f"mount it in {plan.release!r}; the data prefixes follow the training's mount path",
+                )
+            ]
+        argument = shards.data_prefix_override(values, root)
     except shards.ShardError as err:
         return [
             _problem(

@@ -139,13 +139,14 @@ def json_keys(values: dict[str, Any]) -> list[str]:
     return list((values.get("tokenizer") or {}).get("jsonKeys") or ["text"])
 
 
-def output_prefixes(values: dict[str, Any]) -> list[str]:
-    """What training reads: one prefix per shard and JSON key, in shard order."""
-    root = values["output"]["path"].rstrip("/") or "/"
+def output_prefixes(values: dict[str, Any], root: str | None = None) -> list[str]:
+    """What training reads: one prefix per shard and JSON key, in shard order; `root`: the output folder as
+    the training mounts it (default: output.path, where the data-prep release writes)."""
+    folder = (root if root is not None else values["output"]["path"]).rstrip("/")
     keys = json_keys(values)
-    return [f"{root.rstrip('/')}/{shard.name}_{key}_document" for shard in expand(values) for key in keys]
+    return [f"{folder}/{shard.name}_{key}_document" for shard in expand(values) for key in keys]
 
 
-def data_prefix_override(values: dict[str, Any]) -> str:
+def data_prefix_override(values: dict[str, Any], root: str | None = None) -> str:
     """The Hydra override a NeMo (1.x, Megatron GPT) training gets: equal weights over every prefix."""
-    return "model.data.data_prefix=[" + ",".join(f"1.0,{prefix}" for prefix in output_prefixes(values)) + "]"
+    return "model.data.data_prefix=[" + ",".join(f"1.0,{prefix}" for prefix in output_prefixes(values, root)) + "]"
