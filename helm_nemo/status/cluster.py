@@ -162,11 +162,12 @@ def read_statuses(
         return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE) or ""
 
     data_prep_jobs: dict[str, dict[str, Any]] = {}
+    job_ids = {id(job) for job in jobs}
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
         if status is not None and status.workload is None:
             status.workload = objects.workload_state(obj)
-            if obj.get("kind") == "Job" and _labels(obj).get(DATA_PREP_LABEL) == status.release:
+            if _labels(obj).get(DATA_PREP_LABEL) == status.release and id(obj) in job_ids:
                 status.data_prep = True
                 data_prep_jobs[status.release] = obj
     uids = {s.workload.uid: s for s in out.values() if s.workload and s.workload.uid}
