@@ -1037,6 +1037,7 @@ def test_data_prep_running_counts_shards_per_worker(cluster):
         == f"{PILE} ({S.NS}): Running: shards 4/6 done (worker 0: 2/3, worker 1: 2/3), 1 skipped, 1 failed so far"
     )
     assert "  shards: 4/6 done, 1 skipped (complete already), 1 failed" in lines
+    assert "  Job pile: Active" in lines and "    pods: 2 ready, 2 active, 0 succeeded, 1 failed" in lines
     assert "    worker 0: 2/3, 1 skipped (running)" in lines
     assert "    worker 1: 2/3, 1 failed (running)" in lines
     assert f"    index 1: {CHECKSUM}" in lines

@@ -154,6 +154,8 @@ def read_statuses(
     selector = {"labelSelector": _selector(INSTANCE, releases)}
     jobsets = _optional_list(client, JOBSETS.format(ns=ns), selector) or []
     jobs = client.list(JOBS.format(ns=ns), selector)
+    for job in jobs:  # the API server's list items of a built-in kind have no kind
+        job.setdefault("kind", "Job")
     pods = client.list(PODS.format(ns=ns), selector)
     claims = client.list(CLAIMS.format(ns=ns), selector)
     out = {name: ReleaseStatus(name, ns) for name in releases}
