@@ -279,7 +279,24 @@ SIGNATURE_EXCERPTS = {
     "[default1]:some other rank's line\n"
     "[default0]:    trainer.fit(model)\n"
     "[default0]:KeyError: 'model.tokenizer'",
+    "data-prep-checksum": "helm-nemo data-prep: shard 03 failed: sha256 mismatch (expected ab12cd34ef56..., got "
+    "9f3e00112233...)",
+    "data-prep-download": "helm-nemo data-prep: shard 07 failed: download: HTTP 404",
+    "data-prep-tokenizer": "helm-nemo data-prep: shard 02 failed: tokenizer exited with status 1",
+    "data-prep-shard": "helm-nemo data-prep: shard 05 failed: zstd -d failed",
 }
+# what a healthy data-prep worker prints (docs/data-prep.md): no signature may match it
+DATA_PREP_HEALTHY = """\
+helm-nemo data-prep: download /fsx/data/bpe/vocab.json done (1.0 MiB)
+helm-nemo data-prep: download /fsx/data/bpe/merges.txt kept (present)
+helm-nemo data-prep: worker 0/2 shards 3
+helm-nemo data-prep: shard 00 skipped (complete)
+helm-nemo data-prep: shard 02 download: attempt 1 of 6 failed (HTTP 503), retrying in 10s
+helm-nemo data-prep: shard 02 done (1.2 GiB in 3m10s)
+Opening /fsx/data/pile/.helm-nemo/work/04.jsonl
+helm-nemo data-prep: shard 04 done (1.1 GiB in 2m58s)
+helm-nemo data-prep: worker 0/2 finished: 3 shards, 1 skipped
+"""
 
 
 @pytest.mark.parametrize("sig_id", [s.id for s in signatures.signatures()])
@@ -293,6 +310,26 @@ def test_traceback_reports_its_exception_line_and_no_signature_matches_a_healthy
     hit = signatures.scan(SIGNATURE_EXCERPTS["python-traceback"], "p")[0]
     assert hit.text == "[default0]:KeyError: 'model.tokenizer'"
     assert signatures.scan(S.nemo2_log(60, 5000) + S.nemo1_log(40, 5000) + S.dllogger_log(30), "p") == []
+    assert signatures.scan(DATA_PREP_HEALTHY, "p") == []
+
+
+@pytest.mark.parametrize(
+    "line, sig_id",
+    [
+        ("helm-nemo data-prep: download /fsx/data/bpe/vocab.json failed: HTTP 404", "data-prep-download"),
+        (
+            "helm-nemo data-prep: download /fsx/data/bpe/vocab.json failed: sha256 mismatch (expected 1..., got 2...)",
+            "data-prep-checksum",
+        ),
+        ("helm-nemo data-prep: shard 01 failed: download: HTTP 503 after 6 attempts", "data-prep-download"),
+        ("helm-nemo data-prep: shard 01 failed: the tokenizer wrote no 01_text_document.idx", "data-prep-tokenizer"),
+        ("helm-nemo data-prep: shard 01 failed: exit status 137", "data-prep-shard"),
+    ],
+)
+def test_data_prep_failure_lines_of_every_kind(line, sig_id):
+    """The worker's other failure lines (an extra download, a shard's download after its retries) reach the
+    specific signature, not the general one."""
+    assert [h.signature.id for h in signatures.scan(line, "p")] == [sig_id]
 
 
 def test_nccl_rank_is_read_from_the_line():
@@ -934,6 +971,182 @@ def test_status_of_an_installed_recipe(helm, kube, tmp_path):
     assert firsts[2] == f"llama31-405b ({S.NS}): Running 1234/5000 steps, {found.step_time_s:.3g} s/step, ETA 4 h 23 m"
     assert "no TFLOPS/MFU: the global batch size is not known" in proc.stdout  # the recipe's values state none
     print(proc.stdout)
+
+
+# ---- a data-prep release (docs/data-prep.md): the shards instead of training steps
+
+PILE = "pile"  # the release of tests/golden/data-prep/pile-fsx.yaml: 2 workers, shards 00..05
+PILE_GOLDEN = Path(__file__).resolve().parent / "golden/data-prep/pile-fsx.yaml"
+CHECKSUM = "helm-nemo data-prep: shard 03 failed: sha256 mismatch (expected ab12cd34ef56..., got 9f3e00112233...)"
+
+
+def put_pile(kube, pod_retries: int | None = None) -> None:
+    """The chart's ConfigMap and Indexed Job (the golden render of the pile example: its labels, selector,
+    container name), run by the emulated Job controller: one running pod per index."""
+    import yaml
+
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    for doc in yaml.safe_load_all(PILE_GOLDEN.read_text()):
+        if not doc:
+            continue
+        doc["metadata"]["namespace"] = S.NS
+        if doc["kind"] == "Job" and pod_retries is not None:
+            doc["spec"]["backoffLimitPerIndex"] = pod_retries
+        kube.put(doc)
+
+
+def pile_log(kube, index: int, *lines: str) -> str:
+    """Append lines to the log of index `index`'s newest pod; its name."""
+    name = kube.job_pods(S.NS, PILE, index)[-1]["metadata"]["name"]
+    kube.write_log(S.NS, name, "".join(line + "\n" for line in lines), container="data-prep")
+    return name
+
+
+def shard_line(name: str, what: str = "done (1.2 GiB in 3m10s)") -> str:
+    return f"helm-nemo data-prep: shard {name} {what}"
+
+
+def running_pile(kube) -> None:
+    """Worker 0 (shards 00, 02, 04): 00 was complete already, 02 done. Worker 1 (01, 03, 05): its first pod
+    did 01, failed 03 (checksum) and 05 (download) and exited 1; the retry pod skips 01 and does 05."""
+    put_pile(kube)
+    pile_log(
+        kube,
+        0,
+        "helm-nemo data-prep: worker 0/2 shards 3",
+        shard_line("00", "skipped (complete)"),
+        shard_line("02"),
+        shard_line("02"),  # the same shard twice: one shard
+        shard_line("01"),  # another worker's shard: not worker 0's count
+        "tokenizing 04 ...",
+    )
+    pile_log(kube, 1, shard_line("01"), CHECKSUM, shard_line("05", "failed: download: HTTP 503 after 6 attempts"))
+    kube.finish_index(S.NS, PILE, 1, succeeded=False)  # backoffLimitPerIndex 3: a new pod for index 1
+    pile_log(kube, 1, shard_line("01", "skipped (complete)"), shard_line("05"))  # 05 done by the retry
+
+
+def test_data_prep_running_counts_shards_per_worker(cluster):
+    running_pile(cluster)
+    before = len(cluster.requests)
+    code, out = nemo(cluster, "status", PILE)
+    assert code == 0, out
+    lines = out.splitlines()
+    # worker 1: 01 done by its first pod (its `skipped` in the retry does not make it skipped), 05 by the retry
+    assert (
+        lines[0]
+        == f"{PILE} ({S.NS}): Running: shards 4/6 done (worker 0: 2/3, worker 1: 2/3), 1 skipped, 1 failed so far"
+    )
+    assert "  shards: 4/6 done, 1 skipped (complete already), 1 failed" in lines
+    assert "  Job pile: Active" in lines and "    pods: 2 ready, 2 active, 0 succeeded, 1 failed" in lines
+    assert "    worker 0: 2/3, 1 skipped (running)" in lines
+    assert "    worker 1: 2/3, 1 failed (running)" in lines
+    assert f"    index 1: {CHECKSUM}" in lines
+    assert "training:" not in out  # no training step is looked for
+    paths = [r.path for r in cluster.requests[before:]]
+    assert paths.count(f"/api/v1/namespaces/{S.NS}/configmaps") == 1
+    logs = [p for p in paths if p.endswith("/log")]
+    assert len(logs) == 3 == len(set(logs))  # each pod's tail once (the failed pod's signatures from the same text)
+    queries = [r.query for r in cluster.requests[before:] if r.path.endswith("/log")]
+    assert all(q["container"] == "data-prep" and q["tailLines"] == "1000" for q in queries)
+
+
+def test_data_prep_json_and_library(cluster):
+    from helm_nemo.actions import status as action
+    from helm_nemo.kube import connect
+    from helm_nemo.status import cluster as reads
+    from helm_nemo.status.verdict import verdict
+
+    running_pile(cluster)
+    data = json.loads(nemo(cluster, "status", PILE, "-o", "json")[1])
+    release = data["releases"][0]
+    assert (data["exit_code"], release["state"], release["progress"]) == (0, "Running", None)
+    shards = release["shards"]
+    assert {k: shards[k] for k in ("done", "skipped", "failed", "total", "failed_indexes")} == {
+        "done": 4,
+        "skipped": 1,
+        "failed": 1,
+        "total": 6,
+        "failed_indexes": [],
+    }
+    assert shards["failed_shards"] == [{"worker": 1, "shard": "03", "line": CHECKSUM}]
+    assert [(w["worker"], w["state"], w["done"], w["skipped"], w["failed"], w["total"]) for w in shards["workers"]] == [
+        (0, "running", 2, 1, 0, 3),
+        (1, "running", 2, 0, 1, 3),
+    ]
+    client = connect([], env=cluster.env)
+    (found,) = reads.read_statuses(client, S.NS, [PILE])
+    assert found.data_prep and found.shards is not None
+    assert found.shards.line() == "4/6 shards (worker 0: 2/3, worker 1: 2/3)"  # the recipe wait's words
+    assert verdict(found).state == "Running"
+    screens: list[str] = []
+    assert action.status([PILE], client, watch=True, interval=0.01, out=screens.append, tty=False, max_refreshes=1) == 0
+    assert "  progress: [####################----------]  66.7 %  shard 4/6" in screens[0]
+
+
+def test_data_prep_completed(cluster):
+    put_pile(cluster)
+    pile_log(cluster, 0, shard_line("00", "skipped (complete)"), shard_line("02"), shard_line("04"))
+    pile_log(cluster, 1, shard_line("01"))  # 03 and 05 beyond what was read: completedIndexes says all
+    cluster.finish_index(S.NS, PILE, 0)
+    cluster.finish_index(S.NS, PILE, 1)
+    code, out = nemo(cluster, "status", PILE)
+    assert code == 0, out
+    first = out.splitlines()[0]
+    assert first.startswith(f"{PILE} ({S.NS}): Completed at ") and first.endswith(": 6/6 shards (1 skipped)"), out
+    assert "    worker 1: 3/3 (complete)" in out
+    code, out = nemo(cluster, "status", PILE, "--watch", "--interval", "1")
+    assert code == 0 and out.count("helm nemo status") == 1  # the watch ends: the Job is over
+
+
+def test_data_prep_failed_names_the_index_and_the_line(cluster):
+    put_pile(cluster, pod_retries=0)
+    pile_log(cluster, 0, shard_line("00"), shard_line("02"), shard_line("04"))
+    cluster.finish_index(S.NS, PILE, 0)
+    pile_log(cluster, 1, shard_line("01"), CHECKSUM, shard_line("05"), "helm-nemo data-prep: worker 1/2 finished")
+    cluster.finish_index(S.NS, PILE, 1, succeeded=False)  # out of retries: failedIndexes 1, the Job Failed
+    code, out = nemo(cluster, "status", PILE)
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        f"{PILE} ({S.NS}): Failed: index 1: shard 03 failed: sha256 mismatch (expected ab12cd34ef56..., got "
+        "9f3e00112233...); 5/6 shards (1 failed)"
+    )
+    assert "    data-prep-checksum (1 pod(s)): " in out
+    data = json.loads(nemo(cluster, "status", PILE, "-o", "json")[1])
+    shards = data["releases"][0]["shards"]
+    assert (shards["done"], shards["failed"], shards["failed_indexes"]) == (5, 1, [1])
+    assert [w["state"] for w in shards["workers"]] == ["complete", "failed"]
+    code, out = nemo(cluster, "logs", PILE, "--errors")
+    assert code == 1
+    assert "data-prep-checksum: data-prep: a download's sha256 does not match" in out
+    assert f"  first: {PILE}-1-" in out and out.rstrip().splitlines()[-2].endswith(CHECKSUM)
+
+
+def test_data_prep_index_out_of_retries_while_the_other_runs(cluster):
+    put_pile(cluster, pod_retries=0)
+    pile_log(cluster, 0, shard_line("00"))
+    pile_log(cluster, 1, "helm-nemo data-prep: shard 01 failed: download: HTTP 404")
+    cluster.finish_index(S.NS, PILE, 1, succeeded=False)  # failedIndexes 1, index 0 still running
+    code, out = nemo(cluster, "status", PILE)
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        f"{PILE} ({S.NS}): Failed: index 1 out of retries (the Job can no longer complete): shard 01 failed: "
+        "download: HTTP 404; 1/6 shards (1 failed)"
+    )
+
+
+def test_logs_errors_of_a_data_prep_release(cluster):
+    put_pile(cluster)
+    pile_log(cluster, 0, "helm-nemo data-prep: download /fsx/data/bpe/vocab.json failed: HTTP 404")
+    pile_log(cluster, 1, shard_line("01"), "Traceback-free tokenizer noise", SIGNATURE_EXCERPTS["data-prep-tokenizer"])
+    code, out = nemo(cluster, "logs", PILE, "--errors")
+    assert code == 1, out
+    data = json.loads(nemo(cluster, "logs", PILE, "--errors", "-o", "json")[1])
+    assert sorted((g["signature"], g["count"]) for g in data["signatures"]) == [
+        ("data-prep-download", 1),
+        ("data-prep-tokenizer", 1),
+    ]
+    code, out = nemo(cluster, "logs", PILE, "--rank", "1")
+    assert out.endswith(SIGNATURE_EXCERPTS["data-prep-tokenizer"] + "\n")  # the data-prep container's log
 
 
 def test_docs_list_every_signature_state_and_reason():

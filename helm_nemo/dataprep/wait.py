@@ -9,10 +9,10 @@ Imported only when a recipe waits (it brings the kube client). Per poll of a rel
   retries: the Job can no longer complete), another release without Jobs has nothing to wait for;
 - a data-prep Job's pods (its own selector), and the log tails (tailLines) of the pods that changed since
   the last read (a running pod's log grows: read every poll; a finished one once more, then never): the
-  progress lines `helm-nemo data-prep: shard NAME done|skipped|failed` (the worker's, docs/data-prep.md).
-  Worker i's total is its share of the shard list (shards.assignment); an index in the Job's
-  completedIndexes has done all of it. `R: 4/6 shards (worker 0: 2/3, worker 1: 2/3)` is said when a count
-  changes.
+  progress lines `helm-nemo data-prep: shard NAME done|skipped|failed` (the worker's, docs/data-prep.md),
+  counted by dataprep/progress.py (the count `helm nemo status` shows too). Worker i's total is its share
+  of the shard list (shards.assignment); an index in the Job's completedIndexes has done all of it.
+  `R: 4/6 shards (worker 0: 2/3, worker 1: 2/3)` is said when a count changes.
 
 A signal (SIGINT/SIGTERM, remembered by actions/process.py) stops the wait between two reads:
 process.Interrupted, which the install turns into what was installed and how to continue.
@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from helm_nemo.dataprep.progress import PodLines, count, parse_indexes, pod_index
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -34,15 +36,12 @@ if TYPE_CHECKING:  # annotations only
 
     Echo = Callable[[str], None]
 
-PROGRESS = re.compile(r"^helm-nemo data-prep: shard (\S+) (done|skipped|failed)\b")
 DATA_PREP_LABEL = "helm-nemo.dev/data-prep"
 INSTANCE = "app.kubernetes.io/instance"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
-INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 TAIL_LINES = 1000  # per pod and read: the progress lines among the tokenizer's own output since the last poll
-FAILED_TAIL = 5  # a failed pod's last lines, when it printed no `failed` line
 DEFAULT_INTERVAL = 10.0
 MAX_READ_ERRORS = 5  # consecutive failed reads of the cluster before the wait gives up
 DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?")
@@ -64,16 +63,6 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def parse_indexes(text: str | None) -> set[int]:
-    """A Job's completedIndexes / failedIndexes ("0-2,5") -> {0, 1, 2, 5}."""
-    out: set[int] = set()
-    for part in (text or "").split(","):
-        low, _, high = part.strip().partition("-")
-        if low.isdigit():
-            out.update(range(int(low), int(high) + 1 if high.isdigit() else int(low) + 1))
-    return out
-
-
 def _true(job: dict[str, Any], *types: str) -> dict[str, Any] | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") in types and cond.get("status") == "True":
@@ -88,16 +77,6 @@ class WaitOptions:
 
     interval: float = DEFAULT_INTERVAL
     timeout: float | None = None  # seconds for all the waits of a run; None: no limit
-
-
-@dataclass
-class _PodSeen:
-    """What the log tails of one pod said so far (and its resourceVersion at the last read)."""
-
-    version: str = ""
-    done: set[str] = field(default_factory=set)
-    failed: dict[str, str] = field(default_factory=dict)  # shard -> its `failed` line
-    last_lines: list[str] = field(default_factory=list)
 
 
 class Failure(Exception):
@@ -123,18 +102,17 @@ class StageWait:
         self.client, self.namespace, self.plan, self.echo = client, namespace, plan, echo
         self.release = plan.release
         self.data_prep = data_prep_values is not None
-        self.totals: dict[int, int] = {}  # worker -> its shards
-        self.names: dict[int, set[str]] = {}
+        self.shares: dict[int, list[str]] = {}  # worker -> its shards' names
         if data_prep_values is not None:
             from helm_nemo.dataprep import shards
 
             all_shards = shards.expand(data_prep_values)
             workers = max(1, int(data_prep_values.get("workers") or 1))
             for worker in range(workers):
-                mine = shards.assignment(all_shards, workers, worker)
-                self.totals[worker] = len(mine)
-                self.names[worker] = {shard.name for shard in mine}
-        self.pods: dict[str, _PodSeen] = {}
+                self.shares[worker] = [shard.name for shard in shards.assignment(all_shards, workers, worker)]
+        self.totals = {worker: len(names) for worker, names in self.shares.items()}  # worker -> its shards
+        self.pods: dict[str, PodLines] = {}
+        self.versions: dict[str, str] = {}  # pod -> its resourceVersion at the last read
         self._index_of_name: dict[str, int] = {}  # pod -> its completion index
         self.said: tuple[int, ...] | None = None
 
@@ -171,26 +149,13 @@ class StageWait:
         return done
 
     def _progress(self, job: dict[str, Any]) -> None:
-        status = job.get("status") or {}
-        completed = parse_indexes(status.get("completedIndexes"))
         for pod in self._pods(job):
             self._read(pod)
-        counts = []
-        for worker, total in sorted(self.totals.items()):
-            if worker in completed:
-                counts.append(total)
-                continue
-            seen: set[str] = set()
-            for name, pod_seen in self.pods.items():
-                if self._index_of_name.get(name) == worker:
-                    seen |= pod_seen.done
-            counts.append(min(total, len(seen & self.names[worker])))
-        said = tuple(counts)
+        found = count(job, self.shares, self.pods.values())
+        said = found.counts()
         if said != self.said:
             self.said = said
-            per_worker = ", ".join(f"worker {w}: {c}/{self.totals[w]}" for w, c in enumerate(counts))
-            total = sum(self.totals.values())
-            self.echo(f"{self.release}: {sum(counts)}/{total} shards ({per_worker})")
+            self.echo(f"{self.release}: {found.line()}")
 
     def _pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         match = ((job.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
@@ -208,9 +173,12 @@ class StageWait:
         from helm_nemo.status.cluster import main_container
 
         meta, phase = pod.get("metadata") or {}, (pod.get("status") or {}).get("phase")
-        seen = self.pods.setdefault(meta["name"], _PodSeen())
+        seen = self.pods.setdefault(meta["name"], PodLines(meta["name"]))
+        seen.index, seen.phase = self._index_of_name.get(meta["name"]), phase or ""
         version = meta.get("resourceVersion", "")
-        if phase not in ("Running", "Succeeded", "Failed") or (phase != "Running" and version == seen.version):
+        if phase not in ("Running", "Succeeded", "Failed") or (
+            phase != "Running" and version == self.versions.get(meta["name"])
+        ):
             return
         query = {"tailLines": str(TAIL_LINES)}
         container = main_container(pod)
@@ -220,19 +188,8 @@ class StageWait:
             text = self.client.text(LOG.format(ns=self.namespace, pod=meta["name"]), query)
         except KubeApiError:
             return  # not yet readable (the container is starting), or gone: the next poll tries again
-        seen.version = version
-        lines = [line.rsplit("\r", 1)[-1] for line in text.rstrip("\n").split("\n") if line]
-        seen.last_lines = lines[-FAILED_TAIL:]
-        for line in lines:
-            match = PROGRESS.match(line)
-            if match is None:
-                continue
-            shard, what = match.groups()
-            if what == "failed":
-                seen.failed[shard] = line
-            else:
-                seen.done.add(shard)
-                seen.failed.pop(shard, None)
+        self.versions[meta["name"]] = version
+        seen.read(text)
 
     def _failure_lines(self, job: dict[str, Any], condition: dict[str, Any]) -> list[str]:
         status = job.get("status") or {}
@@ -257,16 +214,6 @@ class StageWait:
                 lines.append(f"  index {index}: the last lines of pod {pods[-1]}:")
                 lines += [f"    {line}" for line in self.pods[pods[-1]].last_lines]
         return lines
-
-
-def pod_index(pod: dict[str, Any]) -> int | None:
-    """An Indexed Job's pod's completion index (annotation, and label since Kubernetes 1.28)."""
-    meta = pod.get("metadata") or {}
-    for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
-        value = source.get(INDEX_KEY)
-        if isinstance(value, str) and value.isdigit():
-            return int(value)
-    return None
 
 
 class RecipeWaits:

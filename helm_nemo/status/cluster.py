@@ -5,6 +5,11 @@ tail of the rank-0 log (never the whole log), and the tails of the failed pods' 
 per refresh, JobSets, Jobs, Pods and PersistentVolumeClaims are listed with the selector
 `app.kubernetes.io/instance in (…)` (the charts' selector label), Kueue Workloads with
 `kueue.x-k8s.io/job-uid in (…)` (only when a job is there), Warning events once for the namespace.
+
+A data-prep release (its Job labelled `helm-nemo.dev/data-prep: R`, docs/data-prep.md) shows its shards
+instead of training steps: its ConfigMaps are listed (one list, only when such a Job is there) for the shard
+list, and the log tail of each of its pods is read once and counted by helm_nemo.dataprep.progress (the
+count of the recipe's wait); the failed pods' signatures are read from the same text.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ if TYPE_CHECKING:  # annotations only
     from types import ModuleType
     from typing import Any
 
+    from helm_nemo.dataprep.progress import ShardProgress
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.status.signatures import Hit
 
@@ -31,6 +37,9 @@ PODS = "/api/v1/namespaces/{ns}/pods"
 CLAIMS = "/api/v1/namespaces/{ns}/persistentvolumeclaims"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads"
 EVENTS = "/api/v1/namespaces/{ns}/events"
+CONFIGMAPS = "/api/v1/namespaces/{ns}/configmaps"
+DATA_PREP_LABEL = "helm-nemo.dev/data-prep"  # on a data-prep release's Job, pods and ConfigMap
+DATA_PREP_TAIL = 1000  # a data-prep pod's log: its progress lines among the tokenizer's output (as the wait)
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
 TAIL_LINES = 2000  # the rank-0 log: enough for WINDOW steps among NeMo's other output
 FAILED_TAIL = 300  # a failed pod's last lines, for the signatures
@@ -53,6 +62,8 @@ class ReleaseStatus:
     hits: list[Hit] = field(default_factory=list)  # signatures.Hit in the failed pods' logs
     last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
     notes: list[str] = field(default_factory=list)
+    data_prep: bool = False  # a data-prep release: its Job carries helm-nemo.dev/data-prep
+    shards: ShardProgress | None = None  # a data-prep release's shard count
 
     @property
     def found(self) -> bool:
@@ -143,6 +154,8 @@ def read_statuses(
     selector = {"labelSelector": _selector(INSTANCE, releases)}
     jobsets = _optional_list(client, JOBSETS.format(ns=ns), selector) or []
     jobs = client.list(JOBS.format(ns=ns), selector)
+    for job in jobs:  # the API server's list items of a built-in kind have no kind
+        job.setdefault("kind", "Job")
     pods = client.list(PODS.format(ns=ns), selector)
     claims = client.list(CLAIMS.format(ns=ns), selector)
     out = {name: ReleaseStatus(name, ns) for name in releases}
@@ -150,10 +163,15 @@ def read_statuses(
     def owner(obj: dict[str, Any]) -> str:  # "": no release (the selector asked for the label: never in practice)
         return ((obj.get("metadata") or {}).get("labels") or {}).get(INSTANCE) or ""
 
+    data_prep_jobs: dict[str, dict[str, Any]] = {}
+    job_ids = {id(job) for job in jobs}
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
         if status is not None and status.workload is None:
             status.workload = objects.workload_state(obj)
+            if _labels(obj).get(DATA_PREP_LABEL) == status.release and id(obj) in job_ids:
+                status.data_prep = True
+                data_prep_jobs[status.release] = obj
     uids = {s.workload.uid: s for s in out.values() if s.workload and s.workload.uid}
     if uids:
         workloads = _optional_list(
@@ -185,12 +203,72 @@ def read_statuses(
         mine |= {x for x in (status.workload and status.workload.name, status.kueue and status.kueue.name) if x}
         status.events = objects.warning_events(events, mine)
     if with_logs:
+        shard_lists = _shard_lists(client, ns, data_prep_jobs) if data_prep_jobs else {}
         for name, status in out.items():
+            texts: dict[str, str] = {}
             ordered = rank_pods(by_release.get(name, []))
-            if status.workload is not None and ordered:
+            if name in data_prep_jobs:
+                texts = _read_shards(client, status, data_prep_jobs[name], by_release.get(name, []), shard_lists)
+            elif status.workload is not None and ordered:
                 _read_progress(client, status, ordered, run_inputs.get(name), now, stall_factor, tail)
-            _read_failures(client, status, by_release.get(name, []), signatures)
+            _read_failures(client, status, by_release.get(name, []), signatures, texts)
     return [out[name] for name in releases]
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def _shard_lists(client: KubeClient, ns: str, jobs: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Release -> its shard names, from the shards.tsv of its ConfigMap `R-data-prep` (what its pods run)."""
+    from helm_nemo.dataprep.progress import names_of_tsv
+
+    maps = client.list(CONFIGMAPS.format(ns=ns), {"labelSelector": _selector(DATA_PREP_LABEL, jobs)})
+    out = {}
+    for item in maps:
+        release = _labels(item).get(DATA_PREP_LABEL, "")
+        if release in jobs and item["metadata"]["name"] == f"{release}-data-prep":
+            out[release] = names_of_tsv(str((item.get("data") or {}).get("shards.tsv") or ""))
+    return out
+
+
+def _read_shards(
+    client: KubeClient,
+    status: ReleaseStatus,
+    job: dict[str, Any],
+    pods: list[dict[str, Any]],
+    shard_lists: dict[str, list[str]],
+) -> dict[str, str]:
+    """A data-prep release's shard count: the log tail of each of its Job's pods (retries included) that
+    ran; returns the texts read (pod -> log), for the failure signatures."""
+    from helm_nemo.dataprep.progress import PodLines, count, pod_index, shares_of
+    from helm_nemo.kube import KubeApiError
+
+    texts: dict[str, str] = {}
+    seen = []
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", "")):
+        meta, phase = pod.get("metadata") or {}, (pod.get("status") or {}).get("phase") or ""
+        lines = PodLines(meta.get("name", ""), pod_index(pod), phase)
+        if lines.index is None:
+            continue
+        seen.append(lines)
+        if phase not in ("Running", "Succeeded", "Failed"):
+            continue
+        try:
+            text = pod_log(client, status.namespace, lines.name, main_container(pod), DATA_PREP_TAIL)
+        except KubeApiError as err:
+            status.notes.append(f"cannot read the log of {lines.name}: {err.code} {err.message}")
+            continue
+        texts[lines.name] = text
+        lines.read(text)
+    names = shard_lists.get(status.release)
+    if names is None:
+        status.notes.append(f"no ConfigMap {status.release}-data-prep: the shard list is not known")
+        return texts
+    workers = int((job.get("spec") or {}).get("completions") or 1)
+    status.shards = count(job, shares_of(names, workers), seen)
+    return texts
 
 
 def _read_progress(
@@ -230,10 +308,14 @@ def _read_progress(
 
 
 def _read_failures(
-    client: KubeClient, status: ReleaseStatus, pods: list[dict[str, Any]], signatures: ModuleType
+    client: KubeClient,
+    status: ReleaseStatus,
+    pods: list[dict[str, Any]],
+    signatures: ModuleType,
+    texts: dict[str, str] | None = None,
 ) -> None:
     """The last lines of the first pods that failed (their previous container when it restarted), and the
-    failure signatures in them."""
+    failure signatures in them; `texts`: logs read already this refresh (pod -> text), not read again."""
     from helm_nemo.kube import KubeApiError
 
     fatal = [
@@ -248,17 +330,19 @@ def _read_failures(
         if pod is None:
             continue
         running = (pod.get("status") or {}).get("phase") == "Running"
-        try:
-            text = pod_log(
-                client,
-                status.namespace,
-                problem.pod,
-                problem.container or main_container(pod),
-                FAILED_TAIL,
-                previous=running,
-            )
-        except KubeApiError:
-            continue
+        text = (texts or {}).get(problem.pod) if not running else None
+        if text is None:
+            try:
+                text = pod_log(
+                    client,
+                    status.namespace,
+                    problem.pod,
+                    problem.container or main_container(pod),
+                    FAILED_TAIL,
+                    previous=running,
+                )
+            except KubeApiError:
+                continue
         status.hits += signatures.scan(text, problem.pod)
         lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
         status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]

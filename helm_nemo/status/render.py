@@ -75,6 +75,7 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
                 lines.append(f"    note: {note}")
         elif status.rank0:
             lines.append(f"  training: no step in the last lines of {status.rank0}'s log yet")
+        lines += _shard_lines(status, progress_bar)
         if pods.groups:
             lines.append("  problems:")
             for group in pods.groups[:6]:
@@ -104,6 +105,29 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
     return "\n\n".join(blocks)
 
 
+def _shard_lines(status: ReleaseStatus, progress_bar: bool) -> list[str]:
+    """A data-prep release's shards: the count per worker, the skipped ones, each failed shard's line."""
+    shards = status.shards
+    if shards is None:
+        return []
+    lines = []
+    if progress_bar and shards.total:
+        lines.append(f"  progress: {bar(shards.done / shards.total)}  shard {shards.done}/{shards.total}")
+    lines.append(
+        f"  shards: {shards.done}/{shards.total} done, {shards.skipped} skipped (complete already), "
+        f"{len(shards.failed)} failed"
+    )
+    for worker in shards.workers:
+        skipped = f", {worker.skipped} skipped" if worker.skipped else ""
+        failed = f", {len(worker.failed)} failed" if worker.failed else ""
+        lines.append(f"    worker {worker.index}: {worker.complete}/{worker.total}{skipped}{failed} ({worker.state})")
+    for index, _, line in shards.failed[:10]:
+        lines.append(f"    index {index}: {line[:240]}")
+    if len(shards.failed) > 10:
+        lines.append(f"    … {len(shards.failed) - 10} more failed shard(s)")
+    return lines
+
+
 def as_json(
     statuses: list[ReleaseStatus],
     verdicts: list[Verdict] | None = None,
@@ -128,6 +152,7 @@ def as_json(
                 "claims": status.claims,
                 "rank0_pod": status.rank0,
                 "progress": status.progress.as_json() if status.progress else None,
+                "shards": status.shards.as_json() if status.shards else None,
                 "log_signatures": [g.as_json() for g in group_hits(status.hits)],
                 "last_lines": status.last_lines,
                 "events": [e.as_json() for e in status.events],

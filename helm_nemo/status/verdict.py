@@ -12,6 +12,12 @@ States, in the order they are decided:
     Pending    pods waiting to be scheduled (FailedScheduling) or to start             exit 0
     Running    pods running (with the progress when the log shows steps)               exit 0
     Ready      a release without a job (storage, supervisor) whose pods/claims are up  exit 0
+
+A data-prep release (its Job labelled helm-nemo.dev/data-prep) says its shards instead of training steps:
+Completed with `6/6 shards (2 skipped)`, Running with `shards 4/6 done (worker 0: 2/3, worker 1: 2/3)`,
+Failed when the Job failed or an index ran out of retries (`failedIndexes`: the Job can no longer
+complete), naming the index and the shard's `failed` line. A pod that exited non-zero is not a failure by
+itself there: the Job retries its index (backoffLimitPerIndex) and the retry skips the shards done.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import clock
+from helm_nemo.status.objects import WAITING_FAILURES, clock
 from helm_nemo.status.progress import duration
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_FOUND = 0, 1, 3
@@ -103,12 +109,48 @@ def core(line: str, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def shard_words(status: ReleaseStatus) -> str:
+    """`6/6 shards (2 skipped)` of a data-prep release, or empty."""
+    shards = status.shards
+    if shards is None:
+        return ""
+    extra = [f"{shards.skipped} skipped"] if shards.skipped else []
+    extra += [f"{len(shards.failed)} failed"] if shards.failed else []
+    return f"{shards.done}/{shards.total} shards" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _shard_failure(status: ReleaseStatus) -> str:
+    """`index 1: shard 03 failed: sha256 mismatch (…)` of a failed data-prep Job, or empty."""
+    shards = status.shards
+    if shards is None:
+        return ""
+    failed = shards.failed
+    indexes = shards.failed_indexes or sorted({worker for worker, _, _ in failed})
+    if not indexes:
+        return ""
+    out = f"index {', '.join(map(str, indexes))}" if len(indexes) == 1 else f"indexes {', '.join(map(str, indexes))}"
+    if shards.failed_indexes and not (status.workload and status.workload.state == "Failed"):
+        out += " out of retries (the Job can no longer complete)"
+    mine = [line for worker, _, line in failed if worker in indexes]
+    if mine:
+        out += f": {core(mine[0].removeprefix(DATA_PREP_PREFIX), 160)}"
+        out += f" (+{len(mine) - 1} more failed shard(s))" if len(mine) > 1 else ""
+    return out
+
+
+DATA_PREP_PREFIX = "helm-nemo data-prep: "
+
+
 def verdict(status: ReleaseStatus) -> Verdict:
     work, pods, kueue, p = status.workload, status.pods, status.kueue, status.progress
     if not status.found:
         return Verdict("NotFound", f"not found in namespace {status.namespace}")
+    if status.data_prep:
+        found = _data_prep_verdict(status)
+        if found is not None:
+            return found
     if work is not None and work.state == "Completed":
-        done = f"{p.steps_done} steps" if p else ""
+        done = f"{p.steps_done} steps" if p else shard_words(status)
         return Verdict(
             "Completed",
             "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "") + (f": {done}" if done else ""),
@@ -163,6 +205,39 @@ def verdict(status: ReleaseStatus) -> Verdict:
     if p is not None:
         return Verdict("Running", f"Running {figures(status)}{restarted}")
     return Verdict("Running", f"Running: {running}/{expected} pods, no training step in the log yet{restarted}")
+
+
+def _data_prep_verdict(status: ReleaseStatus) -> Verdict | None:
+    """Completed / Failed / Running of a data-prep release, None for what the general rules decide
+    (Queued, Suspended, Pending, a pod that cannot start)."""
+    work, pods, shards = status.workload, status.pods, status.shards
+    if work is None:
+        return None
+    if work.state == "Completed":
+        words = shard_words(status)
+        return Verdict(
+            "Completed",
+            "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "") + (f": {words}" if words else ""),
+        )
+    if work.state == "Failed" or (shards is not None and shards.failed_indexes):
+        why = _shard_failure(status) or _first_failure(status) or f"{work.reason}: {work.message}".strip(": ")
+        tally = f"; {shard_words(status)}" if shards is not None else ""
+        return Verdict("Failed", f"Failed: {why}{tally}")
+    # A pod that exited non-zero is retried by the Job (its index until failedIndexes): not a failure; a pod
+    # that cannot start (image, configuration) is, and the general rules say it.
+    stuck = [g for g in pods.groups if g.fatal and g.reason in WAITING_FAILURES]
+    unscheduled = [g for g in pods.groups if g.reason in ("FailedScheduling", "SchedulingGated")]
+    if stuck or unscheduled or work.state == "Suspended" or shards is None:
+        return None
+    running = pods.phases.get("Running", 0)
+    if not running:
+        return Verdict("Pending", f"Pending: no pod running ({pods.counts()}); {shard_words(status)}")
+    line = f"Running: shards {shards.done}/{shards.total} done ({shards.per_worker()})"
+    if shards.skipped:
+        line += f", {shards.skipped} skipped"
+    if shards.failed:
+        line += f", {len(shards.failed)} failed so far"
+    return Verdict("Running", line)
 
 
 def exit_code(verdicts: list[Verdict]) -> int:
