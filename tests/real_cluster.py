@@ -891,10 +891,11 @@ class RealCluster:
         self.wait_for(f"{count} {profile_id} nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
         return created
 
-    def create_many(self, objects: list[dict], *, workers: int = 8, exist_ok: bool = False) -> int:
+    def create_many(self, objects: list[dict], *, workers: int = 8, exist_ok: bool = False) -> list[bool]:
         """POSTs every object (in parallel on `workers` kept-alive connections): how a big cluster state is
         made in seconds (1,000 nodes, 5,000 pods). Nodes get what a kubelet registers (`_registered`); the
-        server drops any other object's status on create. Returns how many were created."""
+        server drops any other object's status on create. Returns, for each, whether it was created (False:
+        it existed, with `exist_ok`)."""
         jobs = []
         for obj in objects:
             if obj["kind"] == "Node":
@@ -903,7 +904,7 @@ class RealCluster:
         host, port = self.url[len("https://") :].split(":")
         local, opened = threading.local(), []
 
-        def post(job: tuple[str, str]) -> int:
+        def post(job: tuple[str, str]) -> bool:
             path, body = job
             for attempt in range(3):
                 conn = getattr(local, "conn", None)
@@ -921,20 +922,20 @@ class RealCluster:
                         raise
                     continue
                 if response.status == 409 and exist_ok:
-                    return 0
+                    return False
                 if response.status == 429 or response.status >= 500:  # the server's own back-pressure
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 if response.status >= 400:
                     raise ApiError(response.status, json.loads(raw or b"null"), "POST", path)
-                return 1
+                return True
             raise ClusterError(f"POST {path}: no answer after 3 tries")
 
         from concurrent.futures import ThreadPoolExecutor
 
         try:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                return sum(pool.map(post, jobs))
+                return list(pool.map(post, jobs))
         finally:
             for conn in opened:
                 conn.close()

@@ -79,7 +79,7 @@ class RealKube:
             gke_network_crds(self.cluster)
         namespaces = [o for o in pending if o["kind"] == "Namespace"]
         rest = [o for o in pending if o["kind"] != "Namespace"]
-        count = self.cluster.create_many(namespaces, exist_ok=True)
+        made = self.cluster.create_many(namespaces, exist_ok=True)
         for name in sorted({o["metadata"].get("namespace") for o in rest if o["kind"] == "Pod"} - {None}):
             self.cluster.wait_for(
                 f"default service account in {name}",
@@ -87,21 +87,20 @@ class RealKube:
                 30,
                 0.2,
             )
-        count += self.cluster.create_many(rest, workers=workers, exist_ok=True)
-        self.created += pending
-        return count
+        made += self.cluster.create_many(rest, workers=workers, exist_ok=True)
+        # Only what this call created is this adapter's to delete (an object that existed is someone else's).
+        self.created += [o for o, new in zip(namespaces + rest, made) if new]
+        return sum(made)
 
-    def delete_created(self, kinds: tuple[str, ...] | None = None) -> None:
-        """Deletes what this adapter made (cluster-scoped objects would otherwise outlive a test)."""
+    def delete_created(self) -> None:
+        """Deletes what this adapter created, newest first (cluster-scoped objects would outlive a test)."""
         for obj in reversed(self.created):
-            if kinds and obj["kind"] not in kinds or obj["kind"] == "Namespace" and kinds is None:
-                continue
             try:
                 self.cluster.api("DELETE", self.cluster.path_of(obj))
-            except Exception as err:  # already gone
+            except Exception as err:  # already gone (with its namespace)
                 if getattr(err, "code", None) != 404:
                     raise
-        self.created = [o for o in self.created if kinds and o["kind"] not in kinds]
+        self.created = []
 
 
 def gke_network_crds(cluster: RealCluster) -> None:
@@ -123,9 +122,7 @@ def gke_network_crds(cluster: RealCluster) -> None:
                         "name": "v1",
                         "served": True,
                         "storage": True,
-                        "schema": {
-                            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                        },
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
                     }
                 ],
             },
