@@ -8,7 +8,7 @@ states as bench/preflight_bench.py and bench/status_bench.py build them.
 
 1. preflight of seed 001 (values/examples/a3ultra-405b.yaml) against 1,000 A3 Ultra nodes and 5,000 pods.
    Both clusters hold the states of tests/cluster_states.py (healthy_a3ultra grown to 1,000 nodes, quota
-   4096) and preflight_bench's 5,000 pods of ~3 KB (400 of them holding 4 GPUs on the first 200 nodes). On
+   4096) and preflight_bench's 5,000 pods of ~3 KB (400 of them holding 4 GPUs, one on each of the first 400 nodes). On
    the real one the nodes are kwok's (Ready, with leases) and the pods are created with `nodeName` set
    (bound, as the scheduler would) and run by kwok; they come back with managedFields and the status kwok
    writes. Rounds alternate: emulator, real, and the three plain `helm template`s the preflight renders.
@@ -44,11 +44,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-import preflight_bench as pb  # noqa: E402
-import status_bench as sb  # noqa: E402
+import preflight_bench as pb
+import status_bench as sb
 
 # The checkout's own console script, else this interpreter on this checkout (a git worktree has no .venv).
-NEMO = [str(ROOT / ".venv/bin/helm-nemo")] if (ROOT / ".venv/bin/helm-nemo").exists() else [sys.executable, "-m", "helm_nemo"]
+NEMO = (
+    [str(ROOT / ".venv/bin/helm-nemo")]
+    if (ROOT / ".venv/bin/helm-nemo").exists()
+    else [sys.executable, "-m", "helm_nemo"]
+)
 HELM = pb.HELM
 NAMESPACE = "ml-team"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -197,7 +201,9 @@ def kubeconfig_for_emulator(url: str, path: Path) -> Path:
                 "current-context": "bench",
                 "clusters": [{"name": "bench", "cluster": {"server": url}}],
                 "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
-                "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}],
+                "contexts": [
+                    {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}
+                ],
             }
         )
     )
@@ -306,7 +312,7 @@ def bench_status(cluster, tmp: Path, rounds: int, pods: int, log_mb: int, setup:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pods", type=int, default=512)
     parser.add_argument("--log-mb", type=int, default=50)
     parser.add_argument("--json", action="store_true")
@@ -337,7 +343,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"setup (s): " + ", ".join(f"{k} {v:.1f}" for k, v in setup.items()))
+    print("setup (s): " + ", ".join(f"{k} {v:.1f}" for k, v in setup.items()))
     for name in ("preflight", "status"):
         if name not in result:
             continue
