@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export HELM3 := $(CURDIR)/.tools/helm3/helm
 export HELM4 := $(CURDIR)/.tools/helm4/helm
 
-.PHONY: setup demo test lint cluster generate check bench dist lock clean
+.PHONY: setup demo test lint cluster generate check bench bench-real dist lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -42,6 +42,11 @@ check: setup
 
 bench: setup
 	$(PY) bench/run.py --check
+
+# preflight (1,000 nodes, 5,000 pods) and status (512 pods) on the emulator and the real control plane, side by
+# side (about 5 minutes: most of it is kwok bringing the pods up; docs/performance.md).
+bench-real: setup cluster
+	$(PY) bench/real_cluster_bench.py
 
 dist: setup
 	$(PY) scripts/dist.py

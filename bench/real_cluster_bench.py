@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""The preflight and status benchmarks on the loopback emulator and on the real control plane, side by side
+in one run (issue 30 item 4).
+
+Real: the control plane of tests/real_cluster.py (etcd, kube-apiserver, controller-manager, scheduler, the
+JobSet and Kueue managers with their webhooks, kwok), started here and stopped at the end. Emulator: the same
+states as bench/preflight_bench.py and bench/status_bench.py build them.
+
+1. preflight of seed 001 (values/examples/a3ultra-405b.yaml) against 1,000 A3 Ultra nodes and 5,000 pods.
+   Both clusters hold the states of tests/cluster_states.py (healthy_a3ultra grown to 1,000 nodes, quota
+   4096) and preflight_bench's 5,000 pods of ~3 KB (400 of them holding 4 GPUs, one on each of the first 400 nodes). On
+   the real one the nodes are kwok's (Ready, with leases) and the pods are created with `nodeName` set
+   (bound, as the scheduler would) and run by kwok; they come back with managedFields and the status kwok
+   writes. Rounds alternate: emulator, real, and the three plain `helm template`s the preflight renders.
+2. `helm-nemo status` of a 512-pod JobSet with a 50 MB rank-0 log. Emulator: bench/status_bench.py's state.
+   Real: the JobSet the a3ultra jobset chart renders (4,096 GPUs), created on the same cluster once the
+   preflight rounds are done: Kueue admits it (TAS, preferred hostname), the JobSet controller makes the Job,
+   the Job controller 512 pods, Kueue's TAS ungates them and kwok runs them (a kwok delay annotation keeps
+   them Running); kwok serves the rank-0 log (the same NeMo 2 text, in the container runtime's log format)
+   through the API server's pods/log. Rounds alternate emulator / real; each answer is checked (Running,
+   512 pods, the log's last step).
+
+Wall times include Python start; medians. `--json` prints one line of JSON. The setup (cluster start,
+objects, kwok bringing 6,000 objects to their state) is reported separately.
+
+  .venv/bin/python bench/real_cluster_bench.py [--rounds N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
+
+import preflight_bench as pb
+import status_bench as sb
+
+# The checkout's own console script, else this interpreter on this checkout (a git worktree has no .venv).
+NEMO = (
+    [str(ROOT / ".venv/bin/helm-nemo")]
+    if (ROOT / ".venv/bin/helm-nemo").exists()
+    else [sys.executable, "-m", "helm_nemo"]
+)
+HELM = pb.HELM
+NAMESPACE = "ml-team"
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+for _name in ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_KUBEAPISERVER", "HELM_KUBETOKEN"):
+    ENV.pop(_name, None)
+
+
+def echo(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def mark(took: dict[str, float], what: str, start: float) -> None:
+    took[what] = time.monotonic() - start
+    echo(f"{what}: {took[what]:.1f} s")
+
+
+def stats(samples: list[float]) -> dict:
+    return {"min": min(samples), "median": statistics.median(samples), "max": max(samples), "n": len(samples)}
+
+
+def run(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    return time.perf_counter() - start, proc
+
+
+# --------------------------------------------------------------------------------------------------
+# The states on the real control plane
+
+
+def preflight_state(cluster) -> dict[str, float]:
+    """1,000 A3 Ultra nodes, Kueue, networks, CSI drivers, 5,000 pods (made while kwok readies the nodes);
+    waits until kwok runs them all and every node is Ready."""
+    import cluster_states as states
+    from real_states import RealKube
+
+    took: dict[str, float] = {}
+    kube = RealKube(cluster)
+    start = time.monotonic()
+    states.healthy_a3ultra(kube, nodes=pb.NODES, quota=4096)
+    kube.flush(workers=6)
+    mark(took, "create 1,000 nodes + Kueue, networks, CSI", start)
+    start = time.monotonic()
+    nodes = [f"gke-a3u-pool-{i:04d}" for i in range(pb.NODES)]
+    for team in range(7):
+        kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{team}"}})
+    for index in range(pb.PODS):
+        kube.put(pb.realistic_pod(index, nodes[index % pb.NODES], 4 if index < 2 * 200 else 0))
+    kube.flush(workers=6)
+    mark(took, "create 5,000 pods (nodeName set)", start)
+    start = time.monotonic()
+    cluster.wait_for(
+        "5,000 pods Running",
+        lambda: running_pods(cluster) >= pb.PODS,
+        300,
+        3,
+    )
+    mark(took, "kwok: 5,000 pods Running", start)
+    start = time.monotonic()
+    settled(cluster)
+    mark(took, "every node Ready, no not-ready taint", start)
+    return took
+
+
+def settled(cluster) -> None:
+    """Every node Ready (kwok renews 1,000 leases while it runs 5,000 pods: none may have lapsed)."""
+    cluster.wait_for(
+        "every node Ready",
+        lambda: all(
+            ready(n) and not any(t["key"].startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or [])
+            for n in cluster.list_objects("v1", "nodes")
+        ),
+        120,
+        2,
+    )
+
+
+def ready(node: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node.get("status", {}).get("conditions") or [])
+
+
+def running_pods(cluster) -> int:
+    count, token = 0, ""
+    while True:
+        page = cluster.get(
+            "/api/v1/pods?limit=2000&fieldSelector=status.phase%3DRunning" + (f"&continue={token}" if token else "")
+        )
+        count += len(page["items"])
+        token = page["metadata"].get("continue")
+        if not token:
+            return count
+
+
+def cri_log(text: str, started: datetime, step_s: float) -> str:
+    """`text` in the container runtime's log format (what a kubelet, and kwok, read)."""
+    out = []
+    for index, line in enumerate(text.splitlines()):
+        at = started + timedelta(seconds=index * step_s)
+        out.append(f"{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z stdout F {line}\n")
+    return "".join(out)
+
+
+def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, dict[str, float]]:
+    """The 512-pod JobSet, run by the controllers; kwok serves the rank-0 log. (log bytes, steps, setup)."""
+    import status_states as S
+
+    took: dict[str, float] = {}
+    start = time.monotonic()
+    jobset, _ = sb.chart_pod_spec()
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    # kwok's pod-complete stage would end the pods a few seconds after they run: a training runs for hours.
+    # (kwok takes the smaller of delay and jitter-delay when jitter-delay is not the larger: both are set.)
+    annotations = template["metadata"].setdefault("annotations", {})
+    annotations["pod-complete.stage.kwok.x-k8s.io/delay"] = "24h"
+    annotations["pod-complete.stage.kwok.x-k8s.io/jitter-delay"] = "24h"
+    per_step = len(S.nemo2_log(1000, 10_000_000)) / 1000
+    steps = int(log_mb * 1024 * 1024 / per_step) + 1
+    text = S.nemo2_log(steps, 10_000_000)
+    lines = text.count("\n")
+    log_file = tmp / "rank0.log"
+    log_file.write_text(cri_log(text, datetime.now(UTC) - timedelta(seconds=lines * 0.001), 0.001))
+    cluster.serve_logs(NAMESPACE, log_file)
+    mark(took, "write the 50 MB log", start)
+    start = time.monotonic()
+    cluster.api("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets", jobset)
+    selector = f"jobset.sigs.k8s.io/jobset-name={sb.RELEASE}"
+
+    def all_running() -> bool:
+        items = cluster.list_objects("v1", "pods", NAMESPACE, selector)
+        count = sum(p["status"].get("phase") == "Running" for p in items)
+        echo(f"  {len(items)} pods, {count} Running")
+        return len(items) == pods and count == pods
+
+    cluster.wait_for(f"{pods} pods of the JobSet Running", all_running, 300, 3)
+    mark(took, f"Kueue admits, controllers make and kwok runs {pods} pods", start)
+    return len(text), steps, took
+
+
+def kubeconfig_for_emulator(url: str, path: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "bench",
+                "clusters": [{"name": "bench", "cluster": {"server": url}}],
+                "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
+                "contexts": [
+                    {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}
+                ],
+            }
+        )
+    )
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def bench_preflight(cluster, tmp: Path, rounds: int) -> dict:
+    from helm_nemo.values.plan import build_plans, helm_values_json
+
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench/preflight_bench.py"), "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = server.stdout.readline().strip()
+        base = {
+            **ENV,
+            "HELM_BIN": HELM,
+            "PROJECT_ID": "bench-project",
+            "GCS_BUCKET": "bench-bucket",
+            "KUEUE_NAME": "a3-ultra",
+        }
+        envs = {
+            "emulator": {
+                **base,
+                "KUBECONFIG": str(kubeconfig_for_emulator(url, tmp / "emulator.kubeconfig")),
+                "HELM_NEMO_CACHE_DIR": str(tmp / "cache-e"),
+            },
+            "real": {**base, "KUBECONFIG": str(cluster.kubeconfig_path), "HELM_NEMO_CACHE_DIR": str(tmp / "cache-r")},
+        }
+        cmd = [*NEMO, "preflight", "--values", str(pb.RECIPE), "-n", NAMESPACE, "-o", "json"]
+        plain = []
+        for plan in build_plans(pb.RECIPE, base):
+            values = tmp / f"{plan.release}.json"
+            values.write_text(helm_values_json(plan))
+            plain.append([HELM, "template", plan.release, plan.chart, "-f", str(values), "-n", NAMESPACE])
+        times: dict[str, list[float]] = {"emulator": [], "real": [], "helm_template_x3": []}
+        documents: dict[str, dict] = {}
+        for round_ in range(rounds + 1):
+            for name, env in envs.items():
+                elapsed, proc = run(cmd, env)
+                if proc.returncode not in (0, 1):
+                    raise SystemExit(f"preflight on the {name} cluster: exit {proc.returncode}\n{proc.stderr}")
+                documents[name] = json.loads(proc.stdout)
+                if round_:  # the first round warms up
+                    times[name].append(elapsed)
+            elapsed = 0.0
+            for command in plain:
+                took, proc = run(command, base)
+                if proc.returncode:
+                    raise SystemExit(f"failed: {' '.join(command)}\n{proc.stderr}")
+                elapsed += took
+            if round_:
+                times["helm_template_x3"].append(elapsed)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    out: dict = {key: stats(value) for key, value in times.items()}
+    for name, document in documents.items():
+        gpus = next(c for c in document["checks"] if c["id"] == "capacity.gpus")
+        out[f"{name}_verdicts"] = {
+            "summary": document["summary"],
+            "failed": document["failed"],
+            "capacity": gpus["message"],
+            "details": gpus.get("details"),
+        }
+    out["same_capacity_answer"] = out["emulator_verdicts"]["details"] == out["real_verdicts"]["details"]
+    return out
+
+
+def bench_status(cluster, tmp: Path, rounds: int, pods: int, log_mb: int, setup: dict) -> dict:
+    from kube_emulator import KubeEmulator
+
+    with KubeEmulator(ready=False) as kube:
+        log_bytes, expected_steps = sb.build(kube, pods, log_mb)
+        real_bytes, real_steps, took = status_state(cluster, tmp, pods, log_mb)
+        setup.update(took)
+        assert (real_bytes, real_steps) == (log_bytes, expected_steps), "the two logs differ"
+        base = {**ENV, "HOME": str(tmp)}
+        envs = {
+            "emulator": {**base, "KUBECONFIG": str(kube.kubeconfig(tmp / "status-emulator", namespace=NAMESPACE))},
+            "real": {**base, "KUBECONFIG": str(cluster.kubeconfig_path)},
+        }
+        times: dict[str, list[float]] = {"emulator": [], "real": []}
+        answers = {}
+        for round_ in range(rounds + 1):
+            for name, env in envs.items():
+                elapsed, proc = run([*NEMO, "status", sb.RELEASE, "-n", NAMESPACE, "-o", "json"], env)
+                try:
+                    release = json.loads(proc.stdout)["releases"][0]
+                except (ValueError, KeyError, IndexError):
+                    raise SystemExit(f"status on the {name} cluster: exit {proc.returncode}\n{proc.stderr}") from None
+                answer = (release["state"], release["progress"]["steps_done"], release["pods"]["total"])
+                if proc.returncode != 0 or answer != ("Running", expected_steps, pods):
+                    raise SystemExit(f"wrong answer from the {name} cluster (exit {proc.returncode}): {answer}")
+                answers[name] = answer
+                if round_:
+                    times[name].append(elapsed)
+    return {"pods": pods, "log_bytes": log_bytes, "steps": expected_steps, **{k: stats(v) for k, v in times.items()}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pods", type=int, default=512)
+    parser.add_argument("--log-mb", type=int, default=50)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", choices=["preflight", "status"], help="one of the two (the status state needs nodes)")
+    args = parser.parse_args()
+    from real_cluster import RealCluster
+
+    began = time.monotonic()
+    setup: dict[str, float] = {}
+    result: dict = {"rounds": args.rounds}
+    with tempfile.TemporaryDirectory(prefix="helm-nemo-real-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        cluster = RealCluster(tmp / "cluster", echo=echo, large=True)
+        cluster.start()
+        try:
+            setup["control plane start"] = cluster.timings["start"]
+            setup.update(preflight_state(cluster))
+            if args.only != "status":
+                echo("preflight rounds ...")
+                result["preflight"] = bench_preflight(cluster, tmp, args.rounds)
+            if args.only != "preflight":
+                echo("status rounds ...")
+                result["status"] = bench_status(cluster, tmp, args.rounds, args.pods, args.log_mb, setup)
+        finally:
+            cluster.stop()
+    result["setup_seconds"] = setup
+    result["total_seconds"] = time.monotonic() - began
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print("setup (s): " + ", ".join(f"{k} {v:.1f}" for k, v in setup.items()))
+    for name in ("preflight", "status"):
+        if name not in result:
+            continue
+        r = result[name]
+        what = (
+            f"preflight of {pb.RECIPE.name}, {pb.NODES} nodes + {pb.PODS} pods"
+            if name == "preflight"
+            else f"status of a {r['pods']}-pod JobSet, {r['log_bytes'] / 1e6:.1f} MB rank-0 log"
+        )
+        print(f"{what} ({args.rounds} rounds, medians; min-max):")
+        for key in ("emulator", "real", "helm_template_x3"):
+            if key in r:
+                s = r[key]
+                print(f"  {key:17} {s['median']:.3f} s  ({s['min']:.3f}-{s['max']:.3f})")
+        print(f"  real / emulator   {r['real']['median'] / r['emulator']['median']:.2f}")
+        if "same_capacity_answer" in r:
+            print(f"  the same capacity.gpus details on both: {r['same_capacity_answer']}")
+        for key in ("emulator_verdicts", "real_verdicts"):
+            if key in r:
+                print(f"  {key}: {r[key]['summary']}; failed {r[key]['failed']}; {r[key]['capacity']}")
+    print(f"total {result['total_seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
