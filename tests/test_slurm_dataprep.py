@@ -237,6 +237,16 @@ def test_training_starts_only_after_every_task_succeeded(cluster, tmp_path, shar
     argv = (results / "results" / "torchrun-node0.argv").read_bytes().decode().split("\0")
     if after == "dataFrom":
         assert shard_rules.data_prefix_override(values) in argv
+    # status: each task with its log and its share of the shards
+    status = helm_nemo("status", "--target", "slurm", "--values", str(path), env=env)
+    assert status.returncode == 0, status.stderr
+    for task in (0, 1):
+        assert re.search(
+            rf"^pile: job {ids['pile']}_{task} COMPLETED .*log-nemo-megatron-pile_{ids['pile']}_{task}\.out$",
+            status.stdout,
+            re.M,
+        ), status.stdout
+    assert status.stdout.count("  data-prep: shards 2/2 done") == 2, status.stdout
     # each task logged its own shards: worker i took k % 2 == i
     logs = sorted((tmp_path / "data" / "pile" / ".helm-nemo" / "slurm").glob("log-*.out"))
     assert len(logs) == 2
@@ -268,4 +278,8 @@ def test_a_failed_task_keeps_training_from_ever_starting(cluster, tmp_path, shar
     data = tmp_path / "data" / "pile"
     assert (data / "02_text_document.bin").is_file()
     assert not (data / "03_text_document.bin").exists()
+    status = helm_nemo("status", "--target", "slurm", "--values", str(path), env=env)
+    assert re.search(rf"^pile: job {ids['pile']}_1 FAILED \(exit 1:0", status.stdout, re.M), status.stdout
+    assert "data-prep: shards 1/2 done, 1 failed: shard 03 failed: sha256 mismatch" in status.stdout, status.stdout
+    assert re.search(rf"^train: job {ids['train']} PENDING .*DependencyNeverSatisfied", status.stdout, re.M)
     cluster.run("scancel", ids["train"], check=False)

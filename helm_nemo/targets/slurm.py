@@ -111,9 +111,12 @@ class SlurmJob:
         return f"{self.experiment_dir}/{self.job_name}_{job_id}"
 
     def log_file(self, job_id: str) -> str:
-        """The log's path; an array job's, with `*` for the task (one log per task)."""
-        path = self.output.replace("%x", self.job_name).replace("%j", job_id).replace("%A", job_id)
-        return path.replace("%a", "*")
+        """The log's path; an array job's task `<id>_<task>` has its own, `<id>` alone names them with `*`."""
+        array_id, _, task = job_id.partition("_")
+        if self.array is None or not task.isdigit():
+            array_id, task = job_id, "*"
+        path = self.output.replace("%x", self.job_name).replace("%j", job_id).replace("%A", array_id)
+        return path.replace("%a", task)
 
 
 def schema() -> dict[str, Any]:

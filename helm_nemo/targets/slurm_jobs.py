@@ -235,7 +235,10 @@ def ended(job_name: str, env: Mapping[str, str] | None = None) -> list[dict[str,
         if fields.get("JobName") == job_name:
             rows.append(
                 {
-                    "id": fields.get("JobId", ""),
+                    # an array task is its own job to scontrol; the user knows it as <array id>_<task>
+                    "id": f"{fields['ArrayJobId']}_{fields['ArrayTaskId']}"
+                    if fields.get("ArrayJobId") and fields.get("ArrayTaskId", "").isdigit()
+                    else fields.get("JobId", ""),
                     "state": fields.get("JobState", ""),
                     "exit": fields.get("ExitCode", ""),
                     "elapsed": fields.get("RunTime", ""),
@@ -308,6 +311,37 @@ def _progress_line(path: str, out: Echo) -> None:
     out(f"  training: {', '.join(parts)} ({found.format} log)")
 
 
+def _shards_line(path: str, out: Echo) -> None:
+    """A data-prep task's shards from its log: the worker's share (its `worker i/N shards K` line) and the
+    shards done, skipped and failed (docs/data-prep.md, progress lines)."""
+    import re
+
+    from helm_nemo.dataprep.progress import PROGRESS
+
+    text = log_tail(path)
+    if not text:
+        return
+    share = re.findall(r"^helm-nemo data-prep: worker \d+/\d+ shards (\d+)$", text, re.M)
+    states: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    for line in text.splitlines():
+        match = PROGRESS.match(line)
+        if match:
+            name, state = match.groups()
+            if states.get(name) != "done":  # a shard done, then skipped by a later attempt, stays done
+                states[name] = state
+            if state == "failed":
+                failed[name] = line.split(": ", 1)[1]
+            else:
+                failed.pop(name, None)
+    finished = sum(1 for state in states.values() if state in ("done", "skipped"))
+    skipped = sum(1 for state in states.values() if state == "skipped")
+    total = f"/{share[-1]}" if share else ""
+    parts = [f"shards {finished}{total} done" + (f" ({skipped} skipped)" if skipped else "")]
+    parts += [f"{len(failed)} failed: {'; '.join(failed.values())}"] if failed else []
+    out(f"  data-prep: {', '.join(parts)}")
+
+
 def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo = print, echo: Echo = _stderr) -> int:
     env = os.environ if env is None else env
     found = 0
@@ -327,12 +361,12 @@ def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo
                 f"{job.release}: job {row['id']} {row['state']} ({row['nodes']} node(s), {row['elapsed']}, {where})"
                 f"  log {job.log_file(row['id'])}"
             )
-            _progress_line(job.log_file(row["id"]), out)
+            (_shards_line if job.array is not None else _progress_line)(job.log_file(row["id"]), out)
         for row in done:
             out(
                 f"{job.release}: job {row['id']} {row['state']} (exit {row['exit']}, {row['elapsed']})"
                 f"  log {job.log_file(row['id'])}"
             )
-            _progress_line(job.log_file(row["id"]), out)
+            (_shards_line if job.array is not None else _progress_line)(job.log_file(row["id"]), out)
         found += len(live) + len(done)
     return 0 if found else 3
