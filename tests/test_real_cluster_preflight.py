@@ -41,7 +41,7 @@ import yaml
 import cluster_states as states
 from conftest import HELMS, helm_env
 from real_states import RealKube
-from test_preflight import RECIPE, VARS, examples, result, single_jobset, verdicts
+from test_preflight import HEALTHY_A3ULTRA_PASSES, RECIPE, VARS, examples, result, single_jobset, verdicts
 
 pytestmark = pytest.mark.cluster
 
@@ -189,26 +189,7 @@ def test_healthy_a3ultra_pool_passes_every_check(state):
     code, document = check(env, namespace)
     assert code == 0 and document["failed"] == [], failing(document)
     found = verdicts(document)
-    for check_id in (
-        "api.reachable",
-        "api.version",
-        "api.served",
-        "namespace.exists",
-        "release.name",
-        "objects.free",
-        "queue.localqueue",
-        "queue.quota",
-        "queue.topology",
-        "capacity.nodes",
-        "node.resources",
-        "capacity.gpus",
-        "profile.networks",
-        "storage.csi",
-        "refs.pvc",
-        "refs.configmaps",
-        "refs.serviceaccounts",
-        "access.rbac",
-    ):
+    for check_id in HEALTHY_A3ULTRA_PASSES:
         assert found[check_id] == {"ok"}, (check_id, [c for c in document["checks"] if c["id"] == check_id])
     # Kueue's own ClusterQueue (v1beta2, quota as the server returns it; usage as Kueue writes it)
     assert result(document, "queue.quota")["details"] == {
