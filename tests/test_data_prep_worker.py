@@ -56,13 +56,21 @@ def sha(data: bytes) -> str:
 
 
 class Server:
-    """Files by URL path; `fail[path] = n` answers 503 to the next n requests of that path."""
+    """Files by URL path; `fail[path] = n` answers 503 to the next n requests of that path; `cut[path] = [n, ...]`
+    ends the next responses of that path after n bytes of their body (the connection closed, as a pod killed or
+    a network cut). Range requests (`bytes=N-`) get a 206 from N, or a 416 when N is past the end, unless
+    `ranges` is False (then the whole file, with a 200, as a server that does not do ranges). Each file has a
+    strong ETag (its sha256) and an If-Range that does not match it gets the whole file. `ranges_asked` lists
+    (path, Range, If-Range) of every request that had a Range header."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.fail: dict[str, int] = {}
+        self.cut: dict[str, list[int]] = {}
+        self.ranges = True
         self.requests: list[str] = []
         self.queries: list[str] = []
+        self.ranges_asked: list[tuple[str, str, str | None]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,10 +86,35 @@ class Server:
                     self.send_error(404)
                     return
                 body = server.files[path]
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
+                etag = f'"{sha(body)}"'
+                asked, if_range = self.headers.get("Range"), self.headers.get("If-Range")
+                start = 0
+                if asked is not None:
+                    server.ranges_asked.append((path, asked, if_range))
+                    hit = re.fullmatch(r"bytes=(\d+)-", asked)
+                    assert hit, asked  # the worker asks for the rest of the file only
+                    if server.ranges and (if_range is None or if_range == etag):
+                        start = int(hit.group(1))
+                        if start >= len(body):
+                            self.send_response(416)
+                            self.send_header("Content-Range", f"bytes */{len(body)}")
+                            self.send_header("Content-Length", "0")
+                            self.end_headers()
+                            return
+                if start:
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.send_header("ETag", etag)
                 self.end_headers()
-                self.wfile.write(body)
+                cuts = server.cut.get(path)
+                if cuts:
+                    self.wfile.write(body[start : start + cuts.pop(0)])
+                    self.close_connection = True
+                    return
+                self.wfile.write(body[start:])
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -281,6 +314,118 @@ def test_too_many_503s_fail_the_shard_after_the_retries(server, tmp_path):
     assert "shard a failed: download: HTTP 503 after 2 attempts" in result.stdout
     assert result.stdout.splitlines()[-1] == "helm-nemo data-prep: worker 0/1 finished: 2 shards, 0 skipped, 1 failed"
     assert not list((tmp_path / "o" / ".helm-nemo" / "work").iterdir())  # no .part left
+
+
+BIG = jsonl("big", lines=4000)  # 200 KB: cut at 100000 bytes, "97.6 KiB"
+
+
+def one_shard(server: Server, tmp_path: Path, body: bytes = BIG, checksum: bool = True) -> Worker:
+    """A worker of one shard, /big.jsonl, served with `body`, its sha256 in the shard list unless `checksum` is
+    False."""
+    server.files["/big.jsonl"] = body
+    shard = {"url": server.url + "/big.jsonl", **({"sha256": sha(body)} if checksum else {})}
+    return Worker(tmp_path, {"shards": {"files": [shard]}, "output": {"path": str(tmp_path / "o")}})
+
+
+def part_of(w: Worker) -> Path:
+    return w.output / ".helm-nemo" / "work" / "big.jsonl.part"
+
+
+def test_a_download_cut_midway_resumes_where_it_stopped(server, tmp_path):
+    w = one_shard(server, tmp_path)
+    server.cut["/big.jsonl"] = [100000]
+    result = w.run(0, 1, DATA_PREP_RETRIES="2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "shard big download: attempt 1 of 3 failed (curl exit 18: " in result.stderr
+    assert "helm-nemo data-prep: shard big download: resuming at 97.6 KiB\n" in result.stderr
+    # the second request asks for the rest only, If-Range the first response's ETag
+    assert server.count("/big.jsonl") == 2
+    assert server.ranges_asked == [("/big.jsonl", "bytes=100000-", f'"{sha(BIG)}"')]
+    assert progress(result) == {"big": "done"}  # the sha256 matched
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
+    assert list((w.output / ".helm-nemo" / "work").iterdir()) == []  # no .part, no .headers left
+
+
+def test_the_next_run_resumes_the_part_the_first_left(server, tmp_path):
+    w = one_shard(server, tmp_path)
+    server.cut["/big.jsonl"] = [100000]
+    first = w.run(0, 1, DATA_PREP_RETRIES="0")
+    assert first.returncode == 1
+    assert "shard big failed: download: curl exit 18: " in first.stdout
+    assert "(97.6 KiB kept to resume)" in first.stdout
+    assert part_of(w).read_bytes() == BIG[:100000]
+    second = w.run(0, 1, DATA_PREP_RETRIES="0")  # the Job's next pod
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "shard big download: resuming at 97.6 KiB" in second.stderr
+    assert server.ranges_asked == [("/big.jsonl", "bytes=100000-", f'"{sha(BIG)}"')]
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
+    assert list((w.output / ".helm-nemo" / "work").iterdir()) == []
+
+
+def test_a_part_left_by_a_killed_pod_is_continued(server, tmp_path):
+    w = one_shard(server, tmp_path)
+    part_of(w).parent.mkdir(parents=True)
+    part_of(w).write_bytes(BIG[:12345])  # killed mid-transfer, before anything else was written
+    result = w.run(0, 1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.ranges_asked == [("/big.jsonl", "bytes=12345-", None)]  # no headers kept: no If-Range
+    assert server.count("/big.jsonl") == 1
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
+
+
+def test_a_server_without_ranges_restarts_from_zero(server, tmp_path):
+    w = one_shard(server, tmp_path)
+    server.ranges = False
+    server.cut["/big.jsonl"] = [100000]
+    result = w.run(0, 1, DATA_PREP_RETRIES="1")  # the restart from zero is not counted as an attempt
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.ranges_asked == [("/big.jsonl", "bytes=100000-", f'"{sha(BIG)}"')]
+    assert server.count("/big.jsonl") == 3  # cut, the whole file refused (curl appends nothing), from zero
+    assert "shard big download: the server did not continue at 97.6 KiB (curl exit 33: " in result.stderr
+    assert "restarting from zero" in result.stderr
+    assert progress(result) == {"big": "done"}
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
+
+
+def test_a_file_changed_on_the_server_is_fetched_whole(server, tmp_path):
+    old = BIG
+    w = one_shard(server, tmp_path, checksum=False)
+    server.cut["/big.jsonl"] = [100000]
+    assert w.run(0, 1, DATA_PREP_RETRIES="0").returncode == 1
+    new = jsonl("changed", lines=4000)
+    server.files["/big.jsonl"] = new
+    result = w.run(0, 1, DATA_PREP_RETRIES="0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.ranges_asked == [("/big.jsonl", "bytes=100000-", f'"{sha(old)}"')]  # not the new file's
+    assert "restarting from zero" in result.stderr
+    assert (w.output / "big_text_document.bin").read_bytes() == new
+
+
+@pytest.mark.parametrize("extra", [b"", b"more"])
+def test_a_range_not_satisfiable_restarts_from_zero(server, tmp_path, extra):
+    w = one_shard(server, tmp_path)
+    part_of(w).parent.mkdir(parents=True)
+    part_of(w).write_bytes(BIG + extra)  # whole (killed before the rename) or longer than the file
+    result = w.run(0, 1, DATA_PREP_RETRIES="0")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.ranges_asked == [("/big.jsonl", f"bytes={len(BIG) + len(extra)}-", None)]
+    assert server.count("/big.jsonl") == 2
+    assert "(HTTP 416), restarting from zero" in result.stderr
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
+
+
+def test_a_resumed_download_is_checked_like_any_other(server, tmp_path):
+    w = one_shard(server, tmp_path)
+    part_of(w).parent.mkdir(parents=True)
+    part_of(w).write_bytes(b"x" * 100)  # not the file's first bytes
+    result = w.run(0, 1)
+    assert result.returncode == 1
+    assert server.ranges_asked == [("/big.jsonl", "bytes=100-", None)]
+    assert "shard big failed: sha256 mismatch" in result.stdout
+    assert list((w.output / ".helm-nemo" / "work").iterdir()) == []  # removed: the next run starts from zero
+    again = w.run(0, 1)
+    assert again.returncode == 0 and len(server.ranges_asked) == 1
+    assert (w.output / "big_text_document.bin").read_bytes() == BIG
 
 
 def test_a_404_is_not_retried(server, tmp_path):
