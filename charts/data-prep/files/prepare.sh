@@ -13,8 +13,9 @@
 #   DATA_PREP_RETRIES (5), DATA_PREP_RETRY_DELAY (10 s), DATA_PREP_KEEP_DOWNLOADS (false)
 #
 # Per shard: skipped when <output>/.helm-nemo/<name>.done lists its outputs with their sizes and they match;
-# else download (to <name>.<ext>.part, renamed when whole) or read a path in place, check the sha256 when
-# given, extract, tokenize into the work folder, move the outputs into <output>, write the marker last.
+# else download (to <name>.<ext>.part, renamed when whole; a .part left by an interrupted attempt or run is
+# continued with a range request) or read a path in place, check the sha256 when given, extract, tokenize
+# into the work folder, move the outputs into <output>, write the marker last.
 # A failed shard does not stop the others; the exit status is 1 when any shard failed.
 set -euo pipefail
 
@@ -90,26 +91,82 @@ sha256_of() {
   printf '%s' "${sum%% *}"
 }
 
+# validator_of HEADERS: the strong ETag, else the Last-Modified, of the last response in a curl --dump-header
+# file when it was a 200; nothing when it has neither (a resumed download then trusts the file is unchanged).
+validator_of() {
+  local line name value status='' etag='' modified=''
+  [[ -f $1 ]] || return 0
+  while IFS= read -r line || [[ -n $line ]]; do
+    line=${line%$'\r'}
+    if [[ $line == HTTP/* ]]; then
+      read -r _ status _ <<<"$line"
+      etag='' modified=''
+    elif [[ $line == *:* ]]; then
+      name=${line%%:*} value=${line#*:}
+      value=${value#"${value%%[![:space:]]*}"}
+      case ${name,,} in
+        etag) etag=$value ;;
+        last-modified) modified=$value ;;
+      esac
+    fi
+  done <"$1"
+  [[ $status == 200 ]] || return 0
+  if [[ -n $etag && $etag != W/* ]]; then
+    printf '%s' "$etag"
+  else
+    printf '%s' "$modified"
+  fi
+}
+
 # fetch URL FILE WHAT: FILE is written only by curl; retried on connection errors, timeouts, HTTP 408, 429
-# and 5xx (DATA_PREP_RETRIES times, DATA_PREP_RETRY_DELAY seconds apart). Prints the reason of a failure.
+# and 5xx (DATA_PREP_RETRIES times, DATA_PREP_RETRY_DELAY seconds apart). A non-empty FILE (left by a failed
+# attempt of this run or by an earlier run) is continued with a range request (curl --continue-at -), sent
+# with If-Range: the validator of the response that began FILE (FILE.headers), so that a file changed on
+# the server comes whole. When the server sends the whole file anyway (curl exit 33: curl appends nothing)
+# or answers 416, FILE starts again from zero without counting an attempt; after a 33, the next attempts of
+# this fetch do not ask for a range. Prints the reason of a failure. FILE.headers is removed on success;
+# on failure FILE and FILE.headers are the caller's to keep (to resume) or remove.
 fetch() {
-  local url=$1 file=$2 what=$3 attempt=0 code rc reason
+  local url=$1 file=$2 what=$3 attempt=0 resume=true code rc reason offset validator
+  local -a args
   while :; do
     attempt=$((attempt + 1))
+    offset=0
+    if [[ $resume == true && -s $file ]]; then
+      offset=$(stat -c %s -- "$file")
+    else
+      rm -f -- "$file" "$file.headers"
+    fi
+    if ((offset > 0)); then
+      say "$what: resuming at $(human_size "$offset")" >&2
+      args=(--continue-at -)
+      validator=$(validator_of "$file.headers")
+      [[ -z $validator ]] || args+=(--header "If-Range: $validator")
+    else
+      args=(--dump-header "$file.headers")
+    fi
     rc=0
-    code=$(curl --globoff --silent --show-error --location --output "$file" --write-out '%{http_code}' \
-      --connect-timeout 30 --speed-limit 1024 --speed-time 120 -- "$url" 2>"$file.err") || rc=$?
+    code=$(curl --globoff --silent --show-error --fail --location "${args[@]}" --output "$file" \
+      --write-out '%{http_code}' --connect-timeout 30 --speed-limit 1024 --speed-time 120 -- "$url" \
+      2>"$file.err") || rc=$?
     if ((rc == 0)) && [[ $code == 2?? ]]; then
-      rm -f -- "$file.err"
+      rm -f -- "$file.err" "$file.headers"
       return 0
     fi
-    if ((rc != 0)); then
+    if ((rc != 0 && rc != 22)); then
       reason="curl exit $rc: $(head -c 300 -- "$file.err" | tr '\n' ' ')"
     else
       reason="HTTP $code"
     fi
     rm -f -- "$file.err"
-    if ((rc == 0)) && [[ ! $code =~ ^(408|429|5[0-9][0-9])$ ]]; then
+    if ((offset > 0)) && { ((rc == 33)) || [[ $code == 416 ]]; }; then
+      ((rc != 33)) || resume=false
+      say "$what: the server did not continue at $(human_size "$offset") (${reason% }), restarting from zero" >&2
+      rm -f -- "$file" "$file.headers"
+      attempt=$((attempt - 1))
+      continue
+    fi
+    if ((rc == 0 || rc == 22)) && [[ ! $code =~ ^(408|429|5[0-9][0-9])$ ]]; then
       printf '%s' "$reason"
       return 1
     fi
@@ -162,7 +219,11 @@ prepare() {
     download=$work/$name.$ext
     if [[ ! -f $download ]]; then # a whole download left by an earlier failed attempt is used again
       if ! reason=$(fetch "$source" "$download.part" "shard $name download"); then
-        rm -f -- "$download.part"
+        if [[ -s $download.part ]]; then # kept: the next run (the Job's next pod) continues it
+          reason+=" ($(human_size "$(stat -c %s -- "$download.part")") kept to resume)"
+        else
+          rm -f -- "$download.part" "$download.part.headers"
+        fi
         shard_failed "download: $reason"
       fi
       mv -f -- "$download.part" "$download"
@@ -242,7 +303,7 @@ if [[ -n $downloads_file ]]; then
     mkdir -p -- "$(dirname -- "$path")"
     part=$path.$index.part
     if ! reason=$(fetch "$url" "$part" "download $path"); then
-      rm -f -- "$part"
+      rm -f -- "$part" "$part.headers"
       say "download $path failed: $reason"
       exit 1
     fi

@@ -14,7 +14,8 @@
 #
 # Per shard: skipped when <output>/.helm-nemo/<name>.done lists its outputs with their sizes and they match;
 # else download (to <name>.<ext>.part, renamed when whole; a .part left by an interrupted attempt or run is
-# continued with a range request) or read a path in place, check the sha256 when given, extract, tokenize into the work folder, move the outputs into <output>, write the marker last.
+# continued with a range request) or read a path in place, check the sha256 when given, extract, tokenize
+# into the work folder, move the outputs into <output>, write the marker last.
 # A failed shard does not stop the others; the exit status is 1 when any shard failed.
 set -euo pipefail
 
