@@ -6,12 +6,13 @@ HTTP with a bearer token:
 - discovery: /version, /api, /apis, /api/v1, /apis/G/V (legacy, non-aggregated answers), and an empty
   /openapi/v2 document (protobuf: zero bytes is a valid empty Document, so helm's client-side
   validation finds no schema and skips every kind);
-- CRUD of namespaced and cluster-scoped objects: GET, list (labelSelector, fieldSelector
-  metadata.name/namespace), POST, PUT, PATCH (merge patch; strategic merge patch approximated: maps
-  merge, lists of named items merge by their key, `$patch`/`$setElementOrder`/`$retainKeys`
-  directives are honoured or dropped; server-side apply = the applied object replaces the old one
-  but keeps uid, creationTimestamp and status), DELETE (with owner-reference garbage collection),
-  `dryRun=All`;
+- CRUD of namespaced and cluster-scoped objects: GET, list (labelSelector, fieldSelector `=`, `==`, `!=`
+  on any field path, e.g. metadata.name, spec.nodeName, status.phase), POST, PUT, PATCH (merge patch;
+  strategic merge patch approximated: maps merge, lists of named items merge by their key,
+  `$patch`/`$setElementOrder`/`$retainKeys` directives are honoured or dropped; server-side apply = the
+  applied object replaces the old one but keeps uid, creationTimestamp and status), DELETE (with
+  owner-reference garbage collection), `dryRun=All`; a JSON answer over 128 KiB is gzipped (level 1)
+  for a client that sends `Accept-Encoding: gzip`, as the API server does;
 - watch (`?watch=true`), with `resourceVersion` replay and `sendInitialEvents` + the initial-events-end
   bookmark, held open until `timeoutSeconds` or the server stops;
 - helm's release record: the typed client POSTs/PUTs Secrets (and ConfigMaps, HELM_DRIVER=configmap)
@@ -62,6 +63,7 @@ from urllib.parse import parse_qs, urlsplit
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 PROTOBUF = "application/vnd.kubernetes.protobuf"
+GZIP_THRESHOLD = 128 * 1024  # JSON answers over this are gzipped for a client that accepts it (the API server's)
 OPENAPI_V2_PB = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 
@@ -1075,6 +1077,7 @@ class KubeEmulator:
         self.ready = ready
         self.kube_version = kube_version
         self.requests: list[Request] = []
+        self.gzipped = 0  # answers sent gzip-compressed (Accept-Encoding: gzip, over GZIP_THRESHOLD)
         self.faults: list[Fault] = []
         self._store: dict[Resource, dict[tuple[str, str], dict]] = {r: {} for r in self.resources}
         self._applied: dict[tuple, dict] = {}  # (resource, namespace, name) -> the last server-side applied config
@@ -1999,9 +2002,22 @@ class _Handler(BaseHTTPRequestHandler):
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        if content_type == "application/json" and len(body) > GZIP_THRESHOLD and self._accepts_gzip():
+            import zlib
+
+            # As the API server: gzip level 1 (its defaultGzipContentEncodingLevel) over 128 KiB.
+            packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            body = packer.compress(body) + packer.flush()
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
+            self.kube.gzipped += 1
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _accepts_gzip(self) -> bool:
+        offered = (self.headers.get("Accept-Encoding") or "").lower().replace(" ", "").split(",")
+        return any(o == "gzip" or (o.startswith("gzip;") and o != "gzip;q=0") for o in offered)
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)

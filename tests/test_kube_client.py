@@ -243,6 +243,45 @@ def test_get_list_pages_create_and_logs(tmp_path):
     assert "connection refused" in caught.value.format() and "hint:" in caught.value.format()
 
 
+def test_big_answers_come_gzipped_and_decode_the_same(tmp_path, monkeypatch):
+    """JSON is asked for with Accept-Encoding: gzip; the emulator, as the API server, compresses answers over
+    128 KiB (level 1). A big answer is decoded with the collector paused, which is on again afterwards."""
+    import gc
+
+    from helm_nemo.kube import client as kube_client
+
+    with KubeEmulator() as kube:
+        for index in range(600):
+            kube.put(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"p-{index:04d}", "namespace": "ml", "annotations": {"x": "y" * 200}},
+                    "spec": {"nodeName": f"n-{index % 7}", "containers": [{"name": "c", "image": "i" * 300}]},
+                }
+            )
+        client = connect([], {"KUBECONFIG": str(kube.kubeconfig(tmp_path / "kc", namespace="ml"))})
+        small = client.list("/api/v1/namespaces/ml/pods", {"fieldSelector": "spec.nodeName=n-1"})
+        assert kube.gzipped == 0 and len(small) == 86  # under 128 KiB: sent as it is
+        pages = client.list("/api/v1/namespaces/ml/pods", limit=250)  # 250, 250 (gzipped) and 100 pods
+        assert kube.gzipped == 2 and [p["metadata"]["name"] for p in pages] == [f"p-{i:04d}" for i in range(600)]
+        status, data, _ = client.request("GET", "/api/v1/namespaces/ml/pods")
+        assert status == 200 and kube.gzipped == 3 and json.loads(data)["items"] == pages  # decompressed
+        monkeypatch.setattr(kube_client, "BIG_ANSWER", 1)
+        assert gc.isenabled()
+        assert client.get("/api/v1/namespaces/ml/pods/p-0001")["spec"] == pages[1]["spec"]
+        assert gc.isenabled()  # paused while decoding only
+        gc.disable()
+        try:
+            assert len(client.list("/api/v1/namespaces/ml/pods")) == 600
+            assert not gc.isenabled()  # left as it was found
+        finally:
+            gc.enable()
+            gc.unfreeze()  # what the decodes froze: this test process goes on
+        assert client.text("/api/v1/namespaces/ml/pods/p-0001/log") == ""  # text: no gzip asked for
+        assert kube.gzipped == 4  # 500 pods of the last list
+
+
 def test_https_ca_data_token_client_certificate_and_wrong_ca(tmp_path, tls):
     files, clients = tls
     with KubeEmulator(tls=files) as kube:

@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "values/examples"
 POOL = 64
 MARK = {"helm-nemo-test": "preflight"}
+MERGE = "application/merge-patch+json"
 _numbers = itertools.count()
 
 
@@ -235,6 +236,43 @@ def test_half_the_nodes_busy_is_a_warning(state, pool):
     assert code == 0 and document["failed"] == [], failing(document)
     gpus = result(document, "capacity.gpus")
     assert gpus["verdict"] == "warn" and (gpus["details"]["fit_idle"], gpus["details"]["fit_now"]) == (POOL, 32)
+
+
+def test_finished_and_unbound_pods_hold_no_gpus(state, pool):
+    """The pod list's fieldSelector (facts.POD_SELECTOR) on the real server: a pod that Succeeded and one
+    that Failed on a node (their status written as a kubelet would, once kwok runs them) and a Pending pod
+    the scheduler finds no node for hold no GPUs; a Running one holds its 8."""
+    kube, namespace, env = state(quota=1024)
+    other = f"{namespace}-other"
+    states.namespaces(_Putter(kube), other)
+    gpus = {"nvidia.com/gpu": "8"}
+    bound = {"running": 0, "succeeded": 1, "failed": 2}
+    for name, index in bound.items():
+        kube.put(states.pod(name, other, f"gke-a3u-pool-{index:04d}", gpus))
+    waiting = states.pod("waiting", other, "", gpus)
+    del waiting["spec"]["nodeName"], waiting["status"]
+    waiting["spec"]["nodeSelector"] = {"helm-nemo-test/no-such-pool": "true"}
+    kube.put(waiting)
+    kube.flush()
+    base = f"/api/v1/namespaces/{other}/pods"
+    try:
+        pool.wait_for(
+            "kwok runs the bound pods",
+            lambda: all(pool.get(f"{base}/{name}")["status"].get("phase") == "Running" for name in bound),
+            60,
+        )
+        for name, phase in (("succeeded", "Succeeded"), ("failed", "Failed")):
+            pool.api("PATCH", f"{base}/{name}/status", {"status": {"phase": phase}}, content_type=MERGE)
+        phases = {p["metadata"]["name"]: p["status"].get("phase") for p in pool.list_objects("v1", "pods", other)}
+        assert phases == {"running": "Running", "succeeded": "Succeeded", "failed": "Failed", "waiting": "Pending"}
+        code, document = check(env, namespace)
+    finally:
+        for name in [*bound, "waiting"]:
+            pool.api("DELETE", f"{base}/{name}?gracePeriodSeconds=0")
+        pool.wait_for("the pods gone", lambda: not pool.list_objects("v1", "pods", other), 60)
+    assert code == 0 and document["failed"] == [], failing(document)
+    gpus_result = result(document, "capacity.gpus")
+    assert (gpus_result["details"]["fit_idle"], gpus_result["details"]["fit_now"]) == (POOL, POOL - 1)
 
 
 def test_too_few_schedulable_nodes_fails_capacity(state, pool):

@@ -1,6 +1,8 @@
 """KubeClient: GET, paginated LIST, POST and raw text GET against one API server (http.client + ssl).
 
-One keep-alive connection per thread (several threads may read side by side). Authentication as
+One keep-alive connection per thread (several threads may read side by side). JSON answers are asked
+for gzip-compressed, as client-go asks (the API server compresses those over 128 KiB), and big ones are
+decoded with the cyclic garbage collector out of the way (see `decode`). Authentication as
 client-go does it: a bearer token (kubeconfig `token`, `tokenFile` re-read on every request, helm's
 `--kube-token`), an exec credential plugin's token or client certificate (run once, run again once when
 the server answers 401), basic auth, client certificates; impersonation headers for `--kube-as-user` /
@@ -28,6 +30,8 @@ if TYPE_CHECKING:  # annotations only
 
 USER_AGENT = "helm-nemo"
 PAGE_SIZE = 500
+# An answer at least this big is decoded with the garbage collector paused and then frozen (`decode`).
+BIG_ANSWER = 1 << 20
 
 
 class KubeClient:
@@ -169,10 +173,14 @@ class KubeClient:
         body: dict[str, Any] | None = None,
         accept: str = "application/json",
     ) -> tuple[int, bytes, str]:
-        """(status, body, content type). Raises KubeUnreachable when there is no HTTP answer."""
+        """(status, body, content type); the body decompressed. Raises KubeUnreachable when there is no
+        HTTP answer. JSON is asked for with `Accept-Encoding: gzip` (a page of 500 pods: 3.3 MB, 0.23 MB
+        compressed); text (logs) as it is."""
         url = self.base_path + path + ("?" + urlencode(query) if query else "")
         headers = self._headers()
         headers["Accept"] = accept
+        if accept == "application/json":
+            headers["Accept-Encoding"] = "gzip"
         payload = None
         if body is not None:
             payload = json.dumps(body).encode()
@@ -218,6 +226,8 @@ class KubeClient:
                 self._exec_credentials(again=True)  # an expired token: ask the plugin once more
                 headers.update(self._headers())
                 continue
+            if response.getheader("Content-Encoding", "").strip().lower() == "gzip":
+                data = _gunzip(data, self.config.server)
             return response.status, data, response.getheader("Content-Type", "")
         raise KubeUnreachable(self.config.server, "the connection kept closing")  # pragma: no cover
 
@@ -228,7 +238,7 @@ class KubeClient:
         if status >= 400:
             raise api_error(status, data, method, path)
         try:
-            answer: dict[str, Any] = json.loads(data)  # the API answers with an object
+            answer: dict[str, Any] = decode(data)  # the API answers with an object
             return answer
         except ValueError:
             raise KubeApiError(status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", method, path) from None
@@ -280,7 +290,7 @@ class KubeClient:
                 thread = threading.Thread(target=fetch, args=(following, dict(params)), daemon=True)
                 thread.start()
             try:
-                page = json.loads(data)
+                page = decode(data)
             except ValueError:
                 raise KubeApiError(
                     status, "BadResponse", f"the answer is not JSON: {data[:200]!r}", "GET", path
@@ -374,6 +384,49 @@ class KubeClient:
                 versions.insert(0, preferred)
             out[group.get("name", "")] = versions
         return out
+
+
+_GC_LOCK = threading.Lock()
+_GC_PAUSES = [0, False]  # decodes under way with the collector paused; whether it was enabled before
+
+
+def decode(data: bytes) -> Any:
+    """json.loads. An answer of BIG_ANSWER bytes or more (a page of pods, the node list) is decoded with
+    the cyclic garbage collector paused, and the objects it made are then frozen (gc.freeze: moved out of
+    the generations every collection walks). Decoding makes a dict or list for each JSON object or array
+    (a pod with its managedFields: ~300), and each collection those allocations set off walks every
+    container decoded before: 33 MB of pods (10 pages) took 0.9-1.2 s to decode with the collector, 0.3 s
+    without. Pausing alone only moves that cost: the first full collection afterwards walks them all
+    (the checks' allocations then took 2 s instead of 0.2). What is decoded here is kept until the command
+    ends (the preflight's facts, status's pods); frozen objects are still freed when nothing refers to
+    them (reference counting), only cycles among them would wait for the process's end."""
+    if len(data) < BIG_ANSWER:
+        return json.loads(data)
+    import gc
+
+    with _GC_LOCK:
+        if not _GC_PAUSES[0]:
+            _GC_PAUSES[1] = gc.isenabled()
+            gc.disable()
+        _GC_PAUSES[0] += 1
+    try:
+        return json.loads(data)
+    finally:
+        with _GC_LOCK:
+            _GC_PAUSES[0] -= 1
+            if not _GC_PAUSES[0]:
+                gc.freeze()
+                if _GC_PAUSES[1]:
+                    gc.enable()
+
+
+def _gunzip(data: bytes, server: str) -> bytes:
+    import zlib
+
+    try:
+        return zlib.decompress(data, 16 + zlib.MAX_WBITS)  # the gzip container
+    except zlib.error as err:
+        raise KubeUnreachable(server, f"the answer's gzip is corrupt ({err})") from None
 
 
 _CONTINUE = None

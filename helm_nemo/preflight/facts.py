@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # annotations only
     T = TypeVar("T")
 
 
+# The pods read for the GPU count: bound to a node and not ended.
+POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
 class Unavailable(Exception):
     """A read the checks needed could not be made (forbidden, server error): the check is skipped."""
 
@@ -125,8 +129,10 @@ class Facts:
         return self.client.list("/api/v1/nodes")
 
     def read_pods(self) -> builtins.list[dict[str, Any]]:
-        """Pods that hold resources now (not Succeeded or Failed), in every namespace."""
-        return self.client.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
+        """Pods that hold a node's resources now, in every namespace: bound to a node (`spec.nodeName`
+        set) and not ended (not Succeeded or Failed). The API server filters them (capacity._in_use
+        skips the others too), so finished pods and a queue of unscheduled ones are never sent."""
+        return self.client.list("/api/v1/pods", {"fieldSelector": POD_SELECTOR})
 
     def nodes(self) -> builtins.list[dict[str, Any]]:
         return self._once("nodes", self.read_nodes)
