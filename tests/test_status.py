@@ -57,6 +57,14 @@ def test_failed_scheduling_is_condensed():
         objects.condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
         == "0/3 nodes available: 3 didn't match node affinity/selector"
     )
+    # a reason without a count is said as the scheduler wrote it (not `0 has unbound …`)
+    assert (
+        objects.condense_scheduling(
+            "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are "
+            "available: 1 Preemption is not helpful for scheduling."
+        )
+        == "0/1 nodes available: pod has unbound immediate PersistentVolumeClaims"
+    )
 
 
 @pytest.mark.parametrize(
