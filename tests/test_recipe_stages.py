@@ -374,9 +374,9 @@ def cannot_pull(reason: str, message: str) -> dict:
     }
 
 
-NO_CPU = (
-    "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. preemption: 0/1 nodes are available: "
-    "1 No preemption victims found for incoming pod."
+NO_CPU = (  # as the scheduler of Kubernetes 1.32+ writes it (tests/real_cluster.py)
+    "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. no new claims to deallocate, "
+    "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 )
 TAINTED = (
     "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {nvidia.com/gpu: present}. "

@@ -249,7 +249,10 @@ def condense_scheduling(message: str) -> str:
     if not match:
         return text
     parts = []
-    for part in re.split(r",\s*(?=\d+ )", match.group(3)):
+    # the reasons end at the first sentence's end: what follows is the post-filters' own words (Kubernetes
+    # 1.32+: `. no new claims to deallocate, preemption: …`)
+    reasons = re.split(r"\.(?:\s|$)", match.group(3), maxsplit=1)[0]
+    for part in re.split(r",\s*(?=\d+ )", reasons):
         count, _, what = part.strip().rstrip(".").partition(" ")
         if not count.isdigit():  # `pod has unbound immediate PersistentVolumeClaims`: no count, said as is
             parts.append((0, part.strip().rstrip(".")))
