@@ -26,8 +26,9 @@ HTTP with a bearer token:
   writes them); `finish_index(namespace, job, index, succeeded)` ends the current pod of an index and updates
   the Job's status as kube-controller-manager does (succeeded/failed counts, completedIndexes/failedIndexes,
   backoffLimitPerIndex / backoffLimit, a replacement pod for a retried index, SuccessCriteriaMet + Complete or
-  FailureTarget + Failed); `before_serve` callbacks run before each request is served (a test's script of
-  what happens between two reads of a client that polls).
+  FailureTarget + Failed); `set_pod_status(namespace, pod, status)` writes a pod's status as the scheduler or
+  the kubelet would (not scheduled, an image that cannot be pulled); `before_serve` callbacks run before each
+  request is served (a test's script of what happens between two reads of a client that polls).
 - update admission of Jobs and JobSets as the real server and the JobSet webhook answer (immutable pod
   templates, replicated jobs, selectors …: 422 Invalid, `field is immutable`; see update_refusal);
   `admission=False` turns it off.
@@ -1465,6 +1466,17 @@ class KubeEmulator:
             )
         ]
         return sorted(pods, key=lambda p: int(p["metadata"]["resourceVersion"]))
+
+    def set_pod_status(self, namespace: str, pod: str, status: dict) -> dict:
+        """A status write of the scheduler or the kubelet to a pod (a held Job's pod cannot be scheduled,
+        its image cannot be pulled, ...); returns the status it had."""
+        with self._cond:
+            res = self.resource("Pod")
+            stored = copy.deepcopy(self._store[res][(namespace, pod)])
+            before = stored.get("status") or {}
+            stored["status"] = copy.deepcopy(status)
+            self._store_status(res, stored)
+            return before
 
     def finish_index(self, namespace: str, job: str, index: int, succeeded: bool = True) -> None:
         """The running pod of index `index` ends (exit 0 or 1), and the Job controller's answer to it."""

@@ -23,7 +23,9 @@ certificate in system:masters) and the service-account key pair are made here wi
 process (SIGTERM, then SIGKILL after 10 s) and removes the temporary folder unless told to keep it. Each
 child also gets PR_SET_PDEATHSIG, so none outlives a Python killed hard. `api()` is a small client for
 the tests; `add_gpu_nodes(profile, count)` makes kwok nodes shaped like an accelerator profile of
-values/accelerators/.
+values/accelerators/, `add_cpu_nodes(count, shape)` general-purpose ones (CPU_SHAPES; the cluster starts with
+an e2-standard-8, an n2-standard-64 and an EKS m5.16xlarge). kwok completes a Job's pods once Running (its
+pod-complete stage), so a data-prep Job completes and a recipe's wait for it ends.
 """
 
 from __future__ import annotations
@@ -72,6 +74,19 @@ KUEUE_ETC_SCRIPT = (
     '&& cp "$3" /etc/kueue/metrics/certs/tls.key && shift 3 && exec "$@"'
 )
 ZONES = {"gke": ("us-central1", "us-central1-a"), "eks": ("us-west-2", "us-west-2a")}
+# General-purpose (CPU) node shapes: cloud, capacity, the node-pool labels the cloud puts on them. A small one
+# for controllers and services, and large ones such as data-prep Jobs need (32 CPU / 128Gi per worker in
+# values/examples/p4de-gpt3-5b-pile.yaml, 15 CPU / 60Gi in a3mega-gpt3-175b-pile.yaml; their pods select no
+# node, as on a real cluster they land on its CPU pool).
+CPU_SHAPES: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
+    "e2-standard-8": ("gke", {"cpu": "8", "memory": "32Gi"}, {"cloud.google.com/gke-nodepool": "default-pool"}),
+    "n2-standard-64": ("gke", {"cpu": "64", "memory": "256Gi"}, {"cloud.google.com/gke-nodepool": "cpu-pool"}),
+    "m5.16xlarge": (
+        "eks",
+        {"cpu": "64", "memory": "256Gi"},
+        {"eks.amazonaws.com/nodegroup": "cpu", "eks.amazonaws.com/capacityType": "ON_DEMAND"},
+    ),
+}
 
 
 class ClusterError(RuntimeError):
@@ -704,8 +719,11 @@ class RealCluster:
         )
         self._wait("kwok", lambda: _https_ok(f"https://127.0.0.1:{kwok_port}/healthz"), 60)
         # Every cluster has nodes without GPUs (GKE's default pool, an EKS system node group), where
-        # controllers and services such as the resiliency supervisor run.
+        # controllers and services such as the resiliency supervisor run, and large ones where CPU-heavy
+        # Jobs such as data preparation run (a GKE CPU pool, an EKS CPU node group).
         self.add_cpu_nodes(1)
+        self.add_cpu_nodes(1, "n2-standard-64")
+        self.add_cpu_nodes(1, "m5.16xlarge")
 
     def stop(self, failed: bool = False) -> None:
         for process in reversed(self.processes):
@@ -954,14 +972,16 @@ class RealCluster:
             }
         )
 
-    def add_cpu_nodes(self, count: int) -> list[str]:
-        """`count` more kwok nodes without GPUs or taints (a general-purpose pool), Ready when returned."""
+    def add_cpu_nodes(self, count: int, shape: str = "e2-standard-8") -> list[str]:
+        """`count` more kwok nodes without GPUs or taints (a general-purpose pool) of a CPU_SHAPES instance
+        type, Ready when returned."""
         names = self.nodes.setdefault("cpu", [])
+        cloud, size, pool_labels = CPU_SHAPES[shape]
         created = []
         for _ in range(count):
             name = f"cpu-node-{len(names)}"
-            capacity = {"cpu": "8", "memory": "32Gi", "ephemeral-storage": "100Gi", "pods": "110"}
-            region, zone = ZONES["gke"]
+            capacity = {**size, "ephemeral-storage": "100Gi", "pods": "110"}
+            region, zone = ZONES[cloud]
             self.api(
                 "POST",
                 "/api/v1/nodes",
@@ -976,8 +996,8 @@ class RealCluster:
                                 "kubernetes.io/hostname": name,
                                 "kubernetes.io/os": "linux",
                                 "kubernetes.io/arch": "amd64",
-                                "node.kubernetes.io/instance-type": "e2-standard-8",
-                                "cloud.google.com/gke-nodepool": "default-pool",
+                                "node.kubernetes.io/instance-type": shape,
+                                **pool_labels,
                                 "topology.kubernetes.io/region": region,
                                 "topology.kubernetes.io/zone": zone,
                                 "type": "kwok",
@@ -989,7 +1009,7 @@ class RealCluster:
             )
             names.append(name)
             created.append(name)
-        self.wait_for(f"{count} CPU nodes Ready", lambda: all(self._node_ready(n) for n in created), 60)
+        self.wait_for(f"{count} CPU nodes ({shape}) Ready", lambda: all(self._node_ready(n) for n in created), 60)
         return created
 
     def _registered(self, node: dict) -> dict:

@@ -10,6 +10,8 @@ and that uninstall leaves nothing behind."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +40,7 @@ LEFTOVER_KINDS = [
     ("v1", "persistentvolumeclaims"),
 ]
 NAMESPACE_DEFAULTS = {("configmaps", "kube-root-ca.crt")}
+COMMAND_TIMEOUT = 300.0  # seconds for one helm nemo command: a recipe's wait that hangs fails the test
 
 
 @pytest.fixture(scope="module", params=sorted(HELMS))
@@ -64,20 +67,28 @@ class Nemo:
         env.update(EXAMPLE_ENV, KUBECONFIG=str(cluster.kubeconfig_path), HOME=str(home), HELM_BIN=str(HELMS[helm_name]))
         self.env, self.helm = env, str(HELMS[helm_name])
 
-    def __call__(self, *args: str) -> subprocess.CompletedProcess:
+    def __call__(self, *args: str, timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
         # install/upgrade run `helm nemo preflight` first; this control plane has no GKE multi-networking API, no
         # CSI drivers and small kwok pools, which the checks rightly fail (tests/test_preflight.py covers them on
-        # named cluster states): here the point is what the API server and webhooks accept.
+        # named cluster states): here the point is what the API server and webhooks accept. A recipe's wait
+        # for a data-prep Job polls every second (kwok completes its pods within seconds), not every 10.
         if args and args[0] in ("install", "upgrade") and "--preflight-only" not in args:
             args = (*args, "--no-preflight")
-        return subprocess.run(
-            [sys.executable, "-m", "helm_nemo", *args],
-            env=self.env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+            if "--recipe-poll-interval" not in args:
+                args = (*args, "--recipe-poll-interval", "1s")
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "helm_nemo", *args],
+                env=self.env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as err:  # a wait that never ends fails the test, with what it said
+            said = err.stderr.decode() if isinstance(err.stderr, bytes) else err.stderr or ""
+            pytest.fail(f"helm nemo {' '.join(args)} still running after {timeout:g}s; it said:\n{said[-4000:]}")
 
     def helm_run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([self.helm, *args], env=self.env, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -561,6 +572,35 @@ def test_the_examples_cover_every_chart_kind():
     kinds = {chart["kind"] for chart in yaml.safe_load((ROOT / "generator/charts.yaml").read_text())["charts"]}
     installed = {plan.chart_kind for example in EXAMPLES for plan in build_plans(example, EXAMPLE_ENV)}
     assert kinds <= installed, f"no example installs {sorted(kinds - installed)}"
+
+
+# --------------------------------------------------------------------------------------------------
+# A recipe's wait for a data-prep Job whose pods no node fits says the real scheduler's reason, and stops
+# at --recipe-wait-timeout (the examples' own data-prep Jobs run to completion: test_example_installs...)
+
+PILE_EXAMPLE = ROOT / "values/examples/p4de-gpt3-5b-pile.yaml"
+
+
+def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, tmp_path):
+    shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
+    recipe = tmp_path / "pile.yaml"
+    recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))
+    namespace = new_namespace(cluster, f"dp-{helm_name}")
+    objects = rendered_objects(nemo, recipe, namespace)
+    with cleaned_up(nemo, recipe, namespace):
+        proc = nemo("install", "--values", str(recipe), "-n", namespace, "--recipe-wait-timeout", "15s")
+        assert proc.returncode == 1, proc.stderr
+        said = [line for line in proc.stderr.splitlines() if line.startswith("pile: 2 worker pod(s)")]
+        assert len(said) == 1, proc.stderr  # once, not every poll
+        assert re.fullmatch(
+            r"pile: 2 worker pod\(s\) not scheduled( for [0-9ms ]+)?: 0/\d+ nodes available: .*\d+ Insufficient cpu.*",
+            said[0],
+        ), said
+        assert f"pile: not complete after --recipe-wait-timeout 15s (0/6 shards)\n  {said[0]}\n" in proc.stderr
+        assert "install gpt3-5b" not in proc.stderr
+    ok(nemo("uninstall", "--values", str(recipe), "-n", namespace))
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+    cluster.wait_for("the PersistentVolume deleted", lambda: cluster_scoped_leftovers(cluster, objects) == [], 30)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ labelled helm-nemo.dev/data-prep=R); the emulator runs its Job's indexes as a te
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -342,6 +343,204 @@ def test_interrupt_during_the_wait(helm, kube, env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "pile: 6/6 shards (worker 0: 3/3, worker 1: 3/3)\npile: complete\n" in proc.stderr
     assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is not None
+
+
+def stamp(seconds_ago: float = 0.0) -> str:
+    from datetime import datetime, timedelta, UTC
+
+    return (datetime.now(UTC) - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unschedulable(message: str, since: str) -> dict:
+    """A pod's status while the scheduler finds no node for it."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    return {"phase": "Pending", "conditions": [{**condition, "lastTransitionTime": since}]}
+
+
+def cannot_pull(reason: str, message: str) -> dict:
+    """A pod's status while the kubelet cannot pull its image."""
+    return {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp()}],
+        "containerStatuses": [
+            {
+                "name": "data-prep",
+                "ready": False,
+                "restartCount": 0,
+                "image": "example.com/nemo:nope",
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
+        ],
+    }
+
+
+NO_CPU = (  # as the scheduler of Kubernetes 1.32+ writes it (tests/real_cluster.py)
+    "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. no new claims to deallocate, "
+    "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+)
+TAINTED = (
+    "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {nvidia.com/gpu: present}. "
+    "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
+    "helpful for scheduling."
+)
+
+
+def test_unscheduled_workers_are_said_once_per_change(helm, kube, env, tmp_path):
+    """The data-prep pods cannot be scheduled: the scheduler's words once (not every poll), again when they
+    change, then `running` and the shard count once they run; the wait itself goes on."""
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    running: dict[int, dict] = {}
+    since = stamp(125)
+
+    def unscheduled(k, message):
+        for index in (0, 1):
+            before = k.set_pod_status(NS, pod(k, index), unschedulable(message, since))
+            running.setdefault(index, before)
+
+    def scheduled(k):
+        for index in (0, 1):
+            k.set_pod_status(NS, pod(k, index), running[index])
+        log(k, 0, shard("00"))
+
+    script = Script(
+        kube,
+        {
+            1: lambda k: unscheduled(k, NO_CPU),
+            4: lambda k: unscheduled(k, TAINTED),
+            7: scheduled,
+            9: lambda k: (k.finish_index(NS, "pile", 0), k.finish_index(NS, "pile", 1)),
+        },
+    )
+    proc = start(path, env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    said = [line for line in err.splitlines() if line.startswith("pile:")]
+    said = [re.sub(r" for 2 m 0[5-9] s: ", " for 2 m 05 s: ", line) for line in said]  # 125 s ago, read later
+    assert said == [
+        "pile: 0/6 shards (worker 0: 0/3, worker 1: 0/3)",
+        "pile: 2 worker pod(s) not scheduled for 2 m 05 s: 0/1 nodes available: 1 Insufficient cpu, "
+        "1 Insufficient memory",
+        "pile: the wait goes on while Kubernetes retries (--recipe-wait-timeout bounds it; Ctrl-C stops it)",
+        "pile: 2 worker pod(s) not scheduled for 2 m 05 s: 0/3 nodes available: 2 untolerated taint "
+        "{nvidia.com/gpu: present}, 1 Insufficient cpu",
+        "pile: 1/6 shards (worker 0: 1/3, worker 1: 0/3)",
+        "pile: 2 worker pod(s) running",
+        "pile: 6/6 shards (worker 0: 3/3, worker 1: 3/3)",
+        "pile: complete",
+    ]
+    assert script.polls == 9 and script.seen == [False] * 9
+    assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is not None
+
+
+def test_an_image_that_cannot_be_pulled_is_said_and_the_timeout_repeats_it(helm, kube, env, tmp_path):
+    """ErrImagePull and ImagePullBackOff alternate while the kubelet retries: one state, said once with the
+    registry's answer; the wait goes on to --recipe-wait-timeout, whose message says it again."""
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    pull = 'rpc error: code = NotFound desc = failed to pull and unpack image "example.com/nemo:nope": not found'
+    back_off = 'Back-off pulling image "example.com/nemo:nope"'
+
+    def kubelet(k, first: str, second: str) -> None:
+        for index, reason in ((0, first), (1, second)):
+            k.set_pod_status(NS, pod(k, index), cannot_pull(reason, pull if reason == "ErrImagePull" else back_off))
+
+    Script(
+        kube,
+        {
+            1: lambda k: kubelet(k, "ErrImagePull", "ImagePullBackOff"),
+            3: lambda k: kubelet(k, "ImagePullBackOff", "ImagePullBackOff"),
+            5: lambda k: kubelet(k, "ImagePullBackOff", "ErrImagePull"),
+        },
+    )
+    proc = start(path, env, "--recipe-wait-timeout", "2s")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    line = f"pile: 2 worker pod(s) cannot start: ErrImagePull (cannot pull the image: {pull})"
+    said = [line for line in err.splitlines() if line.startswith("pile:")]
+    assert said == [
+        "pile: 0/6 shards (worker 0: 0/3, worker 1: 0/3)",
+        line,
+        "pile: the wait goes on while Kubernetes retries (up to --recipe-wait-timeout 2s; Ctrl-C stops it)",
+        "pile: not complete after --recipe-wait-timeout 2s (0/6 shards)",
+    ]
+    assert f"pile: not complete after --recipe-wait-timeout 2s (0/6 shards)\n  {line}\n" in err
+    assert kube.get("Secret", "sh.helm.release.v1.gpt3-5b.v1", NS) is None
+
+
+class Cluster:
+    """What StageWait reads (KubeClient's list/get_or_none/text), from a dict of objects."""
+
+    def __init__(self, job: dict, pods: list[dict], claims: dict[str, dict | None]):
+        self.job, self.pods, self.claims, self.reads = job, pods, claims, []
+
+    def list(self, path: str, query: dict) -> list[dict]:
+        return [self.job] if path.endswith("/jobs") else self.pods
+
+    def get_or_none(self, path: str) -> dict | None:
+        self.reads.append(path)
+        return self.claims.get(path.rsplit("/", 1)[1])
+
+    def text(self, path: str, query: dict) -> str:
+        return ""
+
+
+def stage_of(cluster: Cluster, said: list[str]):
+    from types import SimpleNamespace
+
+    from helm_nemo.dataprep.wait import StageWait
+
+    plan = SimpleNamespace(release="pile")  # what StageWait reads of a ReleasePlan
+    values = {"workers": 2, "shards": {"urlPattern": "https://example.com/{index}.jsonl.zst", "numbers": "0-5"}}
+    return StageWait(cluster, NS, plan, values, said.append)
+
+
+def worker_pod(index: int, status: dict, claim: str = "fsx-pvc") -> dict:
+    return {
+        "metadata": {
+            "name": f"pile-{index}-abcde",
+            "resourceVersion": "1",
+            "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": {
+            "containers": [{"name": "data-prep"}],
+            "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+        "status": status,
+    }
+
+
+JOB = {"metadata": {"name": "pile"}, "spec": {"selector": {"matchLabels": {"job-name": "pile"}}}, "status": {}}
+
+
+def test_a_missing_secret_key_is_said_with_the_kubelets_words():
+    status = cannot_pull("CreateContainerConfigError", "couldn't find key token in Secret ml/hf")
+    cluster, said = Cluster(JOB, [worker_pod(0, status), worker_pod(1, status)], {}), []
+    stage = stage_of(cluster, said)
+    assert stage.poll() is False and stage.poll() is False
+    assert said == [
+        "pile: 0/6 shards (worker 0: 0/3, worker 1: 0/3)",
+        "pile: 2 worker pod(s) cannot start: CreateContainerConfigError (the container's configuration is wrong "
+        "(a missing Secret or ConfigMap?): couldn't find key token in Secret ml/hf)",
+        "pile: the wait goes on while Kubernetes retries (--recipe-wait-timeout bounds it; Ctrl-C stops it)",
+    ]
+
+
+def test_unbound_claims_the_workers_mount_are_named():
+    message = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes"
+    status = unschedulable(message, "")
+    pods = [worker_pod(0, status), worker_pod(1, status, claim="scratch")]
+    cluster, said = Cluster(JOB, pods, {"fsx-pvc": {"status": {"phase": "Pending"}}, "scratch": None}), []
+    stage_of(cluster, said).poll()
+    assert said[1] == (
+        "pile: 2 worker pod(s) not scheduled: 0/1 nodes available: pod has unbound immediate "
+        "PersistentVolumeClaims (claim fsx-pvc: Pending, claim scratch: not found)"
+    )
+    assert cluster.reads[-2:] == [f"/api/v1/namespaces/{NS}/persistentvolumeclaims/{n}" for n in ("fsx-pvc", "scratch")]
+    # the claims are read only when the scheduler names them
+    other = Cluster(JOB, [worker_pod(0, unschedulable(NO_CPU, ""))], {})
+    stage_of(other, said).poll()
+    assert other.reads == []
 
 
 def test_wait_timeout(helm, kube, env, tmp_path):

@@ -57,6 +57,22 @@ def test_failed_scheduling_is_condensed():
         objects.condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
         == "0/3 nodes available: 3 didn't match node affinity/selector"
     )
+    # Kubernetes 1.32+ (DRA's post-filter), as the real scheduler of tests/real_cluster.py writes it
+    assert (
+        objects.condense_scheduling(
+            "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. no new claims to deallocate, "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
+        == "0/1 nodes available: 1 Insufficient cpu, 1 Insufficient memory"
+    )
+    # a reason without a count is said as the scheduler wrote it (not `0 has unbound …`)
+    assert (
+        objects.condense_scheduling(
+            "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are "
+            "available: 1 Preemption is not helpful for scheduling."
+        )
+        == "0/1 nodes available: pod has unbound immediate PersistentVolumeClaims"
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,15 @@ Imported only when a recipe waits (it brings the kube client). Per poll of a rel
   progress lines `helm-nemo data-prep: shard NAME done|skipped|failed` (the worker's, docs/data-prep.md),
   counted by dataprep/progress.py (the count `helm nemo status` shows too). Worker i's total is its share
   of the shard list (shards.assignment); an index in the Job's completedIndexes has done all of it.
-  `R: 4/6 shards (worker 0: 2/3, worker 1: 2/3)` is said when a count changes.
+  `R: 4/6 shards (worker 0: 2/3, worker 1: 2/3)` is said when a count changes;
+- why workers are not running, in the words of `helm nemo status` (status/objects.py: summarize_pods,
+  not_scheduled, cannot_start), said when it changes (not every poll): pods the scheduler cannot place
+  (`R: 2 worker pod(s) not scheduled for 2 m 05 s: 0/1 nodes available: 1 Insufficient cpu`, with the
+  Pending claims the pods mount when the scheduler names unbound claims), or whose container cannot start
+  (`R: 2 worker pod(s) cannot start: ErrImagePull (cannot pull the image: …)`, a missing Secret or
+  ConfigMap key: CreateContainerConfigError, …); once the workers run, `R: 2 worker pod(s) running`.
+  None of these stops the wait: Kubernetes keeps retrying (a node pool scales up, a Secret is created,
+  the image is pushed), so the wait goes on, bounded by --recipe-wait-timeout (docs/data-prep.md).
 
 A signal (SIGINT/SIGTERM, remembered by actions/process.py) stops the wait between two reads:
 process.Interrupted, which the install turns into what was installed and how to continue.
@@ -23,6 +31,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime, UTC
 
 from helm_nemo.dataprep.progress import PodLines, count, parse_indexes, pod_index
 
@@ -32,6 +41,7 @@ if TYPE_CHECKING:  # annotations only
     from typing import Any
 
     from helm_nemo.kube.client import KubeClient
+    from helm_nemo.status.objects import ProblemGroup
     from helm_nemo.values.plan import ReleasePlan
 
     Echo = Callable[[str], None]
@@ -41,6 +51,8 @@ INSTANCE = "app.kubernetes.io/instance"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
+CLAIM = "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"
+IMAGE_PULL = {"ImagePullBackOff": "ErrImagePull"}  # the kubelet alternates them: one state for the wait
 TAIL_LINES = 1000  # per pod and read: the progress lines among the tokenizer's own output since the last poll
 DEFAULT_INTERVAL = 10.0
 MAX_READ_ERRORS = 5  # consecutive failed reads of the cluster before the wait gives up
@@ -98,8 +110,12 @@ class StageWait:
         plan: ReleasePlan,
         data_prep_values: dict[str, Any] | None,
         echo: Echo,
+        *,
+        timeout: float | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.client, self.namespace, self.plan, self.echo = client, namespace, plan, echo
+        self.timeout, self.now = timeout, now  # timeout: --recipe-wait-timeout, to say it
         self.release = plan.release
         self.data_prep = data_prep_values is not None
         self.shares: dict[int, list[str]] = {}  # worker -> its shards' names
@@ -115,6 +131,9 @@ class StageWait:
         self.versions: dict[str, str] = {}  # pod -> its resourceVersion at the last read
         self._index_of_name: dict[str, int] = {}  # pod -> its completion index
         self.said: tuple[int, ...] | None = None
+        self.blocked: tuple[tuple[str, str, int], ...] = ()  # why the workers do not run, as last said
+        self.blocked_lines: list[str] = []
+        self._hinted = False
 
     # ---- one poll
     def poll(self) -> bool:
@@ -149,13 +168,92 @@ class StageWait:
         return done
 
     def _progress(self, job: dict[str, Any]) -> None:
-        for pod in self._pods(job):
+        pods = self._pods(job)
+        for pod in pods:
             self._read(pod)
         found = count(job, self.shares, self.pods.values())
         said = found.counts()
         if said != self.said:
             self.said = said
             self.echo(f"{self.release}: {found.line()}")
+        self._not_running(pods)
+
+    def _not_running(self, pods: list[dict[str, Any]]) -> None:
+        """Say why worker pods do not run (status/objects.py's words), when that changes."""
+        from helm_nemo.status.cluster import main_container
+        from helm_nemo.status.objects import cannot_start, not_scheduled, summarize_pods
+
+        live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        container = next((c for c in map(main_container, live) if c), "data-prep")
+        summary = summarize_pods(live, container)
+        blocked = _merged(not_scheduled(summary) + cannot_start(summary))
+        key = tuple((IMAGE_PULL.get(g.reason, g.reason), _same(g), len(g.pods)) for g in blocked)
+        if key == self.blocked:
+            return
+        if not blocked:
+            running, pending = summary.phases.get("Running", 0), summary.phases.get("Pending", 0)
+            if running:
+                self.echo(f"{self.release}: {running} worker pod(s) running")
+            elif pending:
+                self.echo(f"{self.release}: {pending} worker pod(s) scheduled, starting")
+            self.blocked, self.blocked_lines = key, []
+            return
+        lines = []
+        for group, group_key in zip(blocked, key, strict=True):
+            who = f"{self.release}: {len(group.pods)} worker pod(s)"
+            if group.reason == "FailedScheduling":
+                line = f"{who} not scheduled{self._for(group.at)}: {group.words}{self._claims(group, live)}"
+            elif group.reason == "SchedulingGated":
+                line = f"{who} {group.words}"
+            else:
+                line = f"{who} cannot start: {group.detail()}"
+            lines.append(line)
+            if group_key not in self.blocked:
+                self.echo(line)
+        self.blocked, self.blocked_lines = key, lines
+        if not self._hinted:
+            self._hinted = True
+            bound = (
+                f"up to --recipe-wait-timeout {self.timeout:g}s" if self.timeout else "--recipe-wait-timeout bounds it"
+            )
+            self.echo(f"{self.release}: the wait goes on while Kubernetes retries ({bound}; Ctrl-C stops it)")
+
+    def _for(self, at: str) -> str:
+        from helm_nemo.status.objects import parse_time
+        from helm_nemo.status.progress import duration
+
+        since = parse_time(at)
+        if since is None:
+            return ""
+        seconds = (self.now() - since).total_seconds()
+        return f" for {duration(seconds)}" if seconds >= 1 else ""
+
+    def _claims(self, group: ProblemGroup, pods: list[dict[str, Any]]) -> str:
+        """` (claim fsx-pvc: Pending)` when the scheduler waits for claims that the group's pods mount."""
+        from helm_nemo.kube import KubeApiError
+
+        if "persistentvolumeclaim" not in group.words.lower():
+            return ""
+        mine = set(group.pods)
+        names = sorted(
+            {
+                ((volume.get("persistentVolumeClaim") or {}).get("claimName") or "")
+                for pod in pods
+                if pod["metadata"]["name"] in mine
+                for volume in (pod.get("spec") or {}).get("volumes") or []
+            }
+            - {""}
+        )
+        said = []
+        for name in names:
+            try:
+                claim = self.client.get_or_none(CLAIM.format(ns=self.namespace, name=name))
+            except KubeApiError:
+                continue
+            phase = "not found" if claim is None else (claim.get("status") or {}).get("phase") or "Pending"
+            if phase != "Bound":
+                said.append(f"claim {name}: {phase}")
+        return f" ({', '.join(said)})" if said else ""
 
     def _pods(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         match = ((job.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
@@ -264,7 +362,7 @@ class RecipeWaits:
             source = self.by_name[name]
             values = source_values(source) if chart_kind(source) == DATA_PREP else None
             self.echo(f"waiting for {name}'s Job to complete before {plan.release} (Ctrl-C stops the wait)")
-            stage = StageWait(self.client, namespace, source, values, self.echo)
+            stage = StageWait(self.client, namespace, source, values, self.echo, timeout=self.options.timeout)
             errors = 0
             while True:
                 check_interrupted()
@@ -295,7 +393,9 @@ class RecipeWaits:
                 progress = ""
                 if stage.said is not None:
                     progress = f" ({sum(stage.said)}/{sum(stage.totals.values())} shards)"
-                raise Failure([f"{name}: not complete after --recipe-wait-timeout {shown}{progress}"], running=True)
+                lines = [f"{name}: not complete after --recipe-wait-timeout {shown}{progress}"]
+                lines += [f"  {line}" for line in stage.blocked_lines]  # what kept the workers from running
+                raise Failure(lines, running=True)
             if now >= end:
                 return
             self.sleep(min(0.1, end - now))
@@ -303,6 +403,33 @@ class RecipeWaits:
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
+
+
+def _merged(groups: list[ProblemGroup]) -> list[ProblemGroup]:
+    """The groups with ImagePullBackOff and ErrImagePull as one (the kubelet alternates them while it
+    retries: one state for the wait), said with ErrImagePull's words (the registry's answer) when a pod has
+    them."""
+    from helm_nemo.status.objects import ProblemGroup
+
+    out: list[ProblemGroup] = []
+    pulls: ProblemGroup | None = None
+    for group in groups:
+        if group.reason not in IMAGE_PULL and group.reason not in IMAGE_PULL.values():
+            out.append(group)
+        elif pulls is None:
+            pulls = ProblemGroup(group.reason, group.words, list(group.pods), group.at, group.fatal)
+            out.append(pulls)
+        else:
+            pulls.pods += group.pods
+            if group.reason == "ErrImagePull" and pulls.reason != "ErrImagePull":
+                pulls.reason, pulls.words = group.reason, group.words
+    return out
+
+
+def _same(group: ProblemGroup) -> str:
+    """What must change for a group to be said again: the scheduler's or the kubelet's words (not those of
+    an image pull: a retry says `Back-off pulling image`, the same state)."""
+    return "" if group.reason in IMAGE_PULL or group.reason in IMAGE_PULL.values() else group.words
 
 
 def _connect(extra: list[str]) -> KubeClient:

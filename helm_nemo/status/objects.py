@@ -249,8 +249,14 @@ def condense_scheduling(message: str) -> str:
     if not match:
         return text
     parts = []
-    for part in re.split(r",\s*(?=\d+ )", match.group(3)):
+    # the reasons end at the first sentence's end: what follows is the post-filters' own words (Kubernetes
+    # 1.32+: `. no new claims to deallocate, preemption: …`)
+    reasons = re.split(r"\.(?:\s|$)", match.group(3), maxsplit=1)[0]
+    for part in re.split(r",\s*(?=\d+ )", reasons):
         count, _, what = part.strip().rstrip(".").partition(" ")
+        if not count.isdigit():  # `pod has unbound immediate PersistentVolumeClaims`: no count, said as is
+            parts.append((0, part.strip().rstrip(".")))
+            continue
         what = (
             what.replace("node(s) had ", "")
             .replace("node(s) didn't match Pod's ", "didn't match ")
@@ -258,9 +264,11 @@ def condense_scheduling(message: str) -> str:
             .replace("node(s) were ", "")
             .replace("node(s) ", "")
         )
-        parts.append((int(count) if count.isdigit() else 0, what))
+        parts.append((int(count), what))
     parts.sort(key=lambda p: -p[0])
-    return f"{match.group(1)}/{match.group(2)} nodes available: " + ", ".join(f"{n} {what}" for n, what in parts)
+    return f"{match.group(1)}/{match.group(2)} nodes available: " + ", ".join(
+        f"{n} {what}" if n else what for n, what in parts
+    )
 
 
 def pod_rank(pod: dict[str, Any]) -> int | None:
@@ -412,6 +420,12 @@ class ProblemGroup:
     exit_code: int | None = None
     container: str = ""
 
+    def detail(self) -> str:
+        """`ErrImagePull (cannot pull the image: …)`, `exit code 1`, `OOMKilled`: the group's reason in words."""
+        if self.reason in WAITING_FAILURES:
+            return f"{self.reason} ({self.words})"
+        return self.words if self.reason in ("Error", "Failed", "Evicted") else self.reason
+
     def as_json(self) -> dict[str, Any]:
         return {
             "reason": self.reason,
@@ -449,6 +463,20 @@ class PodSummary:
         parts = [f"{self.phases[p]} {p}" for p in order if self.phases.get(p)]
         parts += [f"{n} {p}" for p, n in sorted(self.phases.items()) if p not in order]
         return ", ".join(parts) or "none"
+
+
+SCHEDULING = ("FailedScheduling", "SchedulingGated")
+
+
+def not_scheduled(summary: PodSummary) -> list[ProblemGroup]:
+    """The groups of pods the scheduler has not placed (no node fits, or a scheduling gate)."""
+    return [g for g in summary.groups if g.reason in SCHEDULING]
+
+
+def cannot_start(summary: PodSummary) -> list[ProblemGroup]:
+    """The groups of pods placed on a node whose container cannot start (WAITING_FAILURES: an image that
+    cannot be pulled, a missing Secret or ConfigMap key, ...): nothing runs until someone acts."""
+    return [g for g in summary.groups if g.fatal and g.reason in WAITING_FAILURES]
 
 
 # Which reason explains a group first (the most actionable at the top)

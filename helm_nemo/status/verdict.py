@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import WAITING_FAILURES, clock
+from helm_nemo.status.objects import cannot_start, clock, not_scheduled
 from helm_nemo.status.progress import duration
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_FOUND = 0, 1, 3
@@ -85,10 +85,7 @@ def _first_failure(status: ReleaseStatus) -> str:
         group = fatal[0]
         who = f"pod {group.pods[0]}" + (f" (+{len(group.pods) - 1} more)" if len(group.pods) > 1 else "")
         at = f" at {clock(group.at)}" if clock(group.at) else ""
-        detail = group.words if group.reason in ("Error", "Failed", "Evicted") else group.reason
-        if group.reason in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError"):
-            detail = f"{group.reason} ({group.words})"
-        words.append(f"{who} {detail}{at}")
+        words.append(f"{who} {group.detail()}{at}")
     if status.hits:
         from helm_nemo.status.signatures import group as group_hits
 
@@ -185,7 +182,7 @@ def verdict(status: ReleaseStatus) -> Verdict:
         return Verdict("Queued", f"Queued: {kueue.words()[len('Kueue: ') :]}")
     running = pods.phases.get("Running", 0)
     expected = work.pods_expected if work is not None else pods.total
-    unscheduled = [g for g in pods.groups if g.reason in ("FailedScheduling", "SchedulingGated")]
+    unscheduled = not_scheduled(pods)
     if unscheduled:
         group = unscheduled[0]
         count = sum(len(g.pods) for g in unscheduled)
@@ -225,9 +222,7 @@ def _data_prep_verdict(status: ReleaseStatus) -> Verdict | None:
         return Verdict("Failed", f"Failed: {why}{tally}")
     # A pod that exited non-zero is retried by the Job (its index until failedIndexes): not a failure; a pod
     # that cannot start (image, configuration) is, and the general rules say it.
-    stuck = [g for g in pods.groups if g.fatal and g.reason in WAITING_FAILURES]
-    unscheduled = [g for g in pods.groups if g.reason in ("FailedScheduling", "SchedulingGated")]
-    if stuck or unscheduled or work.state == "Suspended" or shards is None:
+    if cannot_start(pods) or not_scheduled(pods) or work.state == "Suspended" or shards is None:
         return None
     running = pods.phases.get("Running", 0)
     if not running:
