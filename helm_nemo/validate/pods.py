@@ -16,9 +16,17 @@ from helm_nemo.validate.quantity import parse_quantity
 
 class PodTemplate(namedtuple("PodTemplate", "spec meta path meta_path pods")):
     """A pod template inside a workload object: its `spec` and `meta`data, where they sit in the object
-    (`path`, `meta_path`) and how many pods it makes (`pods`, for "multi-node")."""
+    (`path`, `meta_path`) and how many pods it makes (`pods`, for "multi-node"). `meta` is {} when the
+    template has no metadata and None when its metadata is of the wrong type (unreadable: the schema check
+    reports it, and checks that read annotations say nothing)."""
 
     __slots__ = ()
+
+
+def _meta(metadata: Any) -> dict[str, Any] | None:
+    if metadata is None:
+        return {}
+    return metadata if isinstance(metadata, dict) else None
 
 
 def as_int(value: Any, default: int) -> int:
@@ -36,7 +44,7 @@ def pod_templates(doc: Mapping[str, Any]) -> list[PodTemplate]:
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
             out.append(
                 PodTemplate(
-                    template["spec"], mapping(template.get("metadata")), where + ("spec",), where + ("metadata",), pods
+                    template["spec"], _meta(template.get("metadata")), where + ("spec",), where + ("metadata",), pods
                 )
             )
 

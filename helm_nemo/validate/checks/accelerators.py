@@ -135,6 +135,8 @@ def check_fabric(out: Collector, pods: list[PodTemplate], profile: dict[str, Any
 def _check_rdma_interfaces(
     out: Collector, pod: PodTemplate, profile: dict[str, Any] | None, cwhere: tuple[Any, ...]
 ) -> None:
+    if pod.meta is None:
+        return  # metadata of the wrong type: the schema check reports it, the annotations cannot be read
     annotations = pod.meta.get("annotations")
     if annotations is not None and not isinstance(annotations, dict):
         return  # the schema check reports it

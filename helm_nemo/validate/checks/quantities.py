@@ -39,7 +39,7 @@ def check_quantities(out: Collector, doc: Mapping[str, Any], pods: list[PodTempl
     if out.kind == "PersistentVolumeClaim":
         _resources(out, ("spec", "resources"), spec.get("resources"), need, extended_rules=False)
     for pod in pods:
-        for key, value in mapping(pod.meta.get("annotations")).items():
+        for key, value in mapping((pod.meta or {}).get("annotations")).items():
             if _GCSFUSE_QUANTITY.match(str(key)):
                 need(
                     pod.meta_path + ("annotations", key), value, f"annotation {key}", json=False
