@@ -137,6 +137,25 @@ def serve() -> None:
     kube.stop()
 
 
+def kubeconfig_for_emulator(url: str, path: Path, namespace: str = "ml-team") -> Path:
+    """A kubeconfig for the loopback emulator at `url` (any bearer token passes)."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "bench",
+                "clusters": [{"name": "bench", "cluster": {"server": url}}],
+                "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
+                "contexts": [
+                    {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": namespace}}
+                ],
+            }
+        )
+    )
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
@@ -153,21 +172,7 @@ def main() -> int:
         url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as tmp_name:
             tmp = Path(tmp_name)
-            kubeconfig = tmp / "kubeconfig"
-            kubeconfig.write_text(
-                json.dumps(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Config",
-                        "current-context": "bench",
-                        "clusters": [{"name": "bench", "cluster": {"server": url}}],
-                        "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
-                        "contexts": [
-                            {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": "ml-team"}}
-                        ],
-                    }
-                )
-            )
+            kubeconfig = kubeconfig_for_emulator(url, tmp / "kubeconfig")
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             env.update(
                 KUBECONFIG=str(kubeconfig),

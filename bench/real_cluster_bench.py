@@ -192,24 +192,6 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
     return len(text), steps, took
 
 
-def kubeconfig_for_emulator(url: str, path: Path) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "bench",
-                "clusters": [{"name": "bench", "cluster": {"server": url}}],
-                "users": [{"name": "bench", "user": {"token": "emulator-token"}}],
-                "contexts": [
-                    {"name": "bench", "context": {"cluster": "bench", "user": "bench", "namespace": NAMESPACE}}
-                ],
-            }
-        )
-    )
-    return path
-
-
 # --------------------------------------------------------------------------------------------------
 
 
@@ -234,7 +216,7 @@ def bench_preflight(cluster, tmp: Path, rounds: int) -> dict:
         envs = {
             "emulator": {
                 **base,
-                "KUBECONFIG": str(kubeconfig_for_emulator(url, tmp / "emulator.kubeconfig")),
+                "KUBECONFIG": str(pb.kubeconfig_for_emulator(url, tmp / "emulator.kubeconfig", NAMESPACE)),
                 "HELM_NEMO_CACHE_DIR": str(tmp / "cache-e"),
             },
             "real": {**base, "KUBECONFIG": str(cluster.kubeconfig_path), "HELM_NEMO_CACHE_DIR": str(tmp / "cache-r")},
