@@ -717,3 +717,63 @@ def test_helm_nemo_preflight_as_a_plugin_uses_helms_settings(helm, plugin_home, 
         document = json.loads(proc.stdout)
         assert (document["context"], document["namespace"]) == ("emulator", "ml-team")
         assert any(r.path == "/api/v1/namespaces/ml-team" for r in kube.requests)
+
+
+# --------------------------------------------------------------------------------------------------
+# a Job without GPUs (data-prep): a worker bigger than every node would leave the recipe's wait hanging
+
+
+def _data_prep_values(tmp_path: Path) -> Path:
+    path = tmp_path / "pile.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "release": "pile",
+                "chart": "data-prep",
+                "workers": 2,
+                "shards": {"urlPattern": "https://example.com/train/{index}.jsonl.zst", "numbers": "0-3"},
+                "output": {"path": "/gcs/data/pile"},
+                "volumes": {"gcsMounts": [{"bucketName": "bkt-data", "mountPath": "/gcs"}]},
+                "resources": {"requests": {"cpu": "32", "memory": "128Gi"}},
+            }
+        )
+    )
+    return path
+
+
+def _cpu_node(kube, name: str, cpu: str, memory: str) -> None:
+    labels = {"cloud.google.com/gke-nodepool": "cpu-pool", "node.kubernetes.io/instance-type": name}
+    kube.put(states.node(name, labels, {"cpu": cpu, "memory": memory, "pods": "110"}))
+
+
+def test_a_data_prep_worker_must_fit_some_node(cluster, tmp_path):
+    values = _data_prep_values(tmp_path)
+    # only the GPU pool, tainted: the workers tolerate nothing
+    _, env = cluster(states.healthy_a3ultra)
+    code, document = check(env, values)
+    assert code == 1 and document["failed"] == ["capacity.nodes"], document["failed"]
+    assert result(document, "capacity.nodes")["message"].startswith("Job pile: none of the 64 nodes can run its pods")
+    assert verdicts(document)["capacity.gpus"] == {"skipped"}
+    # a general-purpose node too small for a worker (32 CPU, 128Gi)
+    _, env = cluster(lambda kube: (states.healthy_a3ultra(kube), _cpu_node(kube, "e2-standard-8", "8", "32Gi")))
+    code, document = check(env, values)
+    assert code == 1 and document["failed"] == ["node.resources"], document["failed"]
+    resources = result(document, "node.resources")
+    assert resources["message"] == (
+        "Job pile requests cpu 32, memory 128Gi per pod, more than any of the 1 nodes it may use offers "
+        "(largest: cpu 8, memory 32Gi); its pods would stay Pending"
+    )
+    assert "bigger nodes" in resources["hint"]
+    # and one that holds it
+    _, env = cluster(
+        lambda kube: (
+            states.healthy_a3ultra(kube),
+            _cpu_node(kube, "e2-standard-8", "8", "32Gi"),
+            _cpu_node(kube, "n2-standard-64", "64", "256Gi"),
+        )
+    )
+    code, document = check(env, values)
+    assert code == 0, document["failed"]
+    assert result(document, "node.resources")["message"] == (
+        "Job pile: 1 of 2 nodes can hold a pod (cpu 32, memory 128Gi)"
+    )

@@ -115,21 +115,84 @@ def _in_use(facts: Facts, names: set[str], resources: set[str]) -> dict[str, dic
     return used
 
 
+# CPU and memory a Job without GPUs (data preparation) needs of one node, checked against the nodes' allocatable.
+CPU_JOB_RESOURCES = ("cpu", "memory")
+
+
 def capacity(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
-    results = []
+    results: list[Result] = []
+    batch: list[Result] = []
     nodes = None
     for release in releases:
         gpu = gpu_resource(release)
         for workload in release.workloads():
-            per_pod = {k: v for k, v in workload.requests().items() if counted(k) and v > 0}
+            requests = workload.requests()
+            per_pod = {k: v for k, v in requests.items() if counted(k) and v > 0}
             if gpu not in per_pod:
+                if workload.kind == "Job" and not per_pod:
+                    # a CPU Job (data-prep): a recipe waits for it, so a pod no node can hold blocks the recipe
+                    nodes = facts.nodes() if nodes is None else nodes
+                    batch += _cpu_job(release, workload, requests, nodes)
                 continue  # a helper (supervisor, monitors): not what capacity is about
             if nodes is None:
                 nodes = facts.nodes()
             results += _workload(facts, release, workload, per_pod, gpu, nodes)
     if not results:
-        return [Result("capacity.gpus", SKIPPED, "no workload requests GPUs")]
-    return results
+        results = [Result("capacity.gpus", SKIPPED, "no workload requests GPUs")]
+    return results + batch
+
+
+def _cpu_job(
+    release: Release, workload: Workload, requests: dict[str, Decimal], nodes: list[dict[str, Any]]
+) -> list[Result]:
+    """node.resources of a Job without GPUs: some node its pods may land on offers the CPU and memory one pod
+    requests (allocatable: what other pods use comes and goes, but a pod bigger than every node never runs)."""
+    label = f"{workload.kind} {workload.name}"
+    wanted = {r: requests[r] for r in CPU_JOB_RESOURCES if requests.get(r, Decimal(0)) > 0}
+    if not wanted or not nodes:
+        return []  # nothing asked, or no nodes at all (the GPU workloads' capacity.nodes says so)
+    matching = [node for node in nodes if why_not(node, workload.spec) is None]
+    if not matching:
+        return [
+            Result(
+                "capacity.nodes",
+                FAIL,
+                f"{label}: none of the {len(nodes)} nodes can run its pods (nodeSelector, affinity, taints)",
+                "check its nodeSelector/tolerations against the node pools",
+                release.name,
+            )
+        ]
+    allocatable = [(node.get("status") or {}).get("allocatable") or {} for node in matching]
+    fits = [a for a in allocatable if all(_quantity(a.get(r)) >= amount for r, amount in wanted.items())]
+    asked = ", ".join(f"{r} {_said(r, amount)}" for r, amount in wanted.items())
+    if not fits:
+        largest = ", ".join(f"{r} {_said(r, max(_quantity(a.get(r)) for a in allocatable))}" for r in wanted)
+        return [
+            Result(
+                "node.resources",
+                FAIL,
+                f"{label} requests {asked} per pod, more than any of the {len(matching)} nodes it may use offers "
+                f"(largest: {largest}); its pods would stay Pending",
+                "a node pool with bigger nodes, or smaller resources.requests (data-prep: fewer tokenizer workers)",
+                release.name,
+            )
+        ]
+    return [
+        Result(
+            "node.resources",
+            OK,
+            f"{label}: {len(fits)} of {len(matching)} nodes can hold a pod ({asked})",
+            release=release.name,
+        )
+    ]
+
+
+def _said(resource: str, amount: Decimal) -> str:
+    """A CPU count as written (2, 0.5); memory in Gi (128Gi), or Mi when not whole Gi."""
+    if resource != "memory":
+        return quantity_text(amount)
+    gib = amount / (1 << 30)
+    return f"{quantity_text(gib)}Gi" if gib == gib.to_integral_value() else f"{quantity_text(amount / (1 << 20))}Mi"
 
 
 def _workload(
