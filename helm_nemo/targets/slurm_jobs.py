@@ -316,26 +316,16 @@ def _shards_line(path: str, out: Echo) -> None:
     shards done, skipped and failed (docs/data-prep.md, progress lines)."""
     import re
 
-    from helm_nemo.dataprep.progress import PROGRESS
+    from helm_nemo.dataprep.progress import PodLines
 
     text = log_tail(path)
     if not text:
         return
     share = re.findall(r"^helm-nemo data-prep: worker \d+/\d+ shards (\d+)$", text, re.M)
-    states: dict[str, str] = {}
-    failed: dict[str, str] = {}
-    for line in text.splitlines():
-        match = PROGRESS.match(line)
-        if match:
-            name, state = match.groups()
-            if states.get(name) != "done":  # a shard done, then skipped by a later attempt, stays done
-                states[name] = state
-            if state == "failed":
-                failed[name] = line.split(": ", 1)[1]
-            else:
-                failed.pop(name, None)
-    finished = sum(1 for state in states.values() if state in ("done", "skipped"))
-    skipped = sum(1 for state in states.values() if state == "skipped")
+    said = PodLines()  # the counting rules of the Kubernetes side: a shard done, then skipped, stays done
+    said.read(text)
+    finished, skipped = len(said.done | said.skipped), len(said.skipped - said.done)
+    failed = {shard: line.split(": ", 1)[1] for shard, line in said.failed.items()}
     total = f"/{share[-1]}" if share else ""
     parts = [f"shards {finished}{total} done" + (f" ({skipped} skipped)" if skipped else "")]
     parts += [f"{len(failed)} failed: {'; '.join(failed.values())}"] if failed else []
