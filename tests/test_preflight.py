@@ -447,22 +447,25 @@ def test_upgrade_of_a_release_that_is_not_installed(cluster):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_referenced_objects(cluster, tmp_path):
+# The checks a JobSet that references objects the cluster lacks fails (the real-cluster test asserts the same).
+MISSING_REFS = {"refs.pvc", "refs.secrets", "refs.configmaps", "refs.serviceaccounts", "refs.priorityclass"}
+
+
+def referencing_jobset(tmp_path: Path) -> Path:
+    """seed 001's JobSet alone, naming a Secret, a ConfigMap, a ServiceAccount and a PriorityClass."""
     envs = [
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
         {"name": "NCCL_TUNING", "valueFrom": {"configMapKeyRef": {"name": "nccl-tuning", "key": "profile"}}},
     ]
-    values = single_jobset(tmp_path, serviceAccountName="train-ksa", priorityClassName="training-high", envs=envs)
+    return single_jobset(tmp_path, serviceAccountName="train-ksa", priorityClassName="training-high", envs=envs)
+
+
+def test_referenced_objects(cluster, tmp_path):
+    values = referencing_jobset(tmp_path)
     _, env = cluster(states.healthy_a3ultra)
     code, document = check(env, values)
     assert code == 1
-    assert set(document["failed"]) == {
-        "refs.pvc",
-        "refs.secrets",
-        "refs.configmaps",
-        "refs.serviceaccounts",
-        "refs.priorityclass",
-    }
+    assert set(document["failed"]) == MISSING_REFS
     assert result(document, "refs.configmaps")["message"] == "ConfigMap missing: ml-team/nccl-tuning (JobSet solo)"
     assert "ml-team/llama31-405b-checkpoints-pvc" in result(document, "refs.pvc")["message"]
     assert "ml-team/hf-token" in result(document, "refs.secrets")["message"]

@@ -41,7 +41,16 @@ import yaml
 import cluster_states as states
 from conftest import HELMS, helm_env
 from real_states import RealKube
-from test_preflight import HEALTHY_A3ULTRA_PASSES, RECIPE, VARS, examples, result, single_jobset, verdicts
+from test_preflight import (
+    HEALTHY_A3ULTRA_PASSES,
+    MISSING_REFS,
+    RECIPE,
+    VARS,
+    examples,
+    result,
+    referencing_jobset,
+    verdicts,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -388,20 +397,10 @@ def test_eks_p5_without_then_with_the_efa_device_plugin(state, pool):
 
 def test_referenced_objects(state, pool, tmp_path):
     kube, namespace, env = state()
-    envs = [
-        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},
-        {"name": "NCCL_TUNING", "valueFrom": {"configMapKeyRef": {"name": "nccl-tuning", "key": "profile"}}},
-    ]
-    path = single_jobset(tmp_path, serviceAccountName="train-ksa", priorityClassName="training-high", envs=envs)
+    path = referencing_jobset(tmp_path)
     code, document = check(env, namespace, path)
     assert code == 1
-    assert set(document["failed"]) == {
-        "refs.pvc",
-        "refs.secrets",
-        "refs.configmaps",
-        "refs.serviceaccounts",
-        "refs.priorityclass",
-    }, failing(document)
+    assert set(document["failed"]) == MISSING_REFS, failing(document)
     assert result(document, "refs.configmaps")["message"] == f"ConfigMap missing: {namespace}/nccl-tuning (JobSet solo)"
     assert f"{namespace}/llama31-405b-checkpoints-pvc" in result(document, "refs.pvc")["message"]
     assert f"{namespace}/hf-token" in result(document, "refs.secrets")["message"]
