@@ -169,7 +169,7 @@ class DataPrepRenderer(_Renderer):
                 lines.append(f'export {name}="$FILES"{quote(value[len(folder) :]) if value != folder else ""}')
             else:
                 lines.append(f"export {name}={secrets.env_word(name, value, ('env', index, 'value'), self.env)}")
-        for name, value in (self.section_raw or {}).get("env", {}).items() if self.section_raw else []:
+        for name, value in ((self.section_raw or {}).get("env") or {}).items():
             lines.append(f"export {name}={secrets.env_word(name, value, ('slurm', 'env', name), self.env)}")
         for name in secrets.declared:
             secrets.required.setdefault(name, None)
