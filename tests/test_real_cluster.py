@@ -10,10 +10,13 @@ and that uninstall leaves nothing behind."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -581,23 +584,95 @@ def test_the_examples_cover_every_chart_kind():
 PILE_EXAMPLE = ROOT / "values/examples/p4de-gpt3-5b-pile.yaml"
 
 
+UNSCHEDULED = " worker pod(s) not scheduled"
+
+
+HOLD = {"key": "helm-nemo.dev/test-hold", "value": "1", "effect": "NoSchedule"}
+
+
+def set_taints(cluster, node: str, taints: list[dict]) -> None:
+    cluster.api(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        {"spec": {"taints": taints or None}},
+        content_type="application/merge-patch+json",
+    )
+
+
+def free_when_unschedulable(cluster, namespace: str, node: str) -> None:
+    """Take the node's taint off 3 s (three polls of the wait) after both worker pods are unschedulable."""
+
+    def both_unschedulable() -> bool:
+        pods = cluster.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3Dpile")["items"]
+        return (
+            len(pods) == 2
+            and all(
+                c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                for pod in pods
+                for c in pod["status"].get("conditions") or []
+            )
+            and all(pod["status"].get("conditions") for pod in pods)
+        )
+
+    cluster.wait_for("both worker pods unschedulable", both_unschedulable, 60)
+    time.sleep(3)
+    set_taints(cluster, node, [])
+
+
+def taint_count(words: str) -> int:
+    """The scheduler's `3 untolerated taint(s)` (0 when it names none)."""
+    return sum(int(n) for n in re.findall(r"(\d+) (?:node\(s\) had )?untolerated taint", words))
+
+
+def parse_unscheduled(line: str, stderr: str) -> tuple[int, str]:
+    """(pods, the scheduler's words) of the wait's `pile: 2 worker pod(s) not scheduled for 5 s: ...`."""
+    found = re.fullmatch(
+        r"pile: (\d) worker pod\(s\) not scheduled(?: for [0-9ms ]+)?: (0/\d+ nodes available: .*\d+ Insufficient cpu.*)",
+        line,
+    )
+    assert found, (line, stderr)
+    return int(found[1]), found[2]
+
+
 def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, tmp_path):
+    """The scheduler says why per pod, and again when the cluster changes: a CPU node held by a taint at install
+    is freed while the wait runs, the scheduler tries again (its queueing hint for a taint removed) and words it
+    anew. Each state is said once, not every poll; the timeout repeats the last one, timed to then."""
     shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
     recipe = tmp_path / "pile.yaml"
     recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))
     namespace = new_namespace(cluster, f"dp-{helm_name}")
     objects = rendered_objects(nemo, recipe, namespace)
-    with cleaned_up(nemo, recipe, namespace):
-        proc = nemo("install", "--values", str(recipe), "-n", namespace, "--recipe-wait-timeout", "15s")
-        assert proc.returncode == 1, proc.stderr
-        said = [line for line in proc.stderr.splitlines() if line.startswith("pile: 2 worker pod(s)")]
-        assert len(said) == 1, proc.stderr  # once, not every poll
-        assert re.fullmatch(
-            r"pile: 2 worker pod\(s\) not scheduled( for [0-9ms ]+)?: 0/\d+ nodes available: .*\d+ Insufficient cpu.*",
-            said[0],
-        ), said
-        assert f"pile: not complete after --recipe-wait-timeout 15s (0/6 shards)\n  {said[0]}\n" in proc.stderr
-        assert "install gpt3-5b" not in proc.stderr
+    held = cluster.nodes["cpu"][0]
+    set_taints(cluster, held, [HOLD])
+    freed = threading.Thread(target=free_when_unschedulable, args=(cluster, namespace, held), daemon=True)
+    freed.start()
+    try:
+        with cleaned_up(nemo, recipe, namespace):
+            proc = nemo(
+                "install",
+                *("--values", str(recipe), "-n", namespace),
+                *("--recipe-wait-timeout", "30s", "--recipe-poll-interval", "1s"),
+            )
+            assert proc.returncode == 1, proc.stderr
+            lines = proc.stderr.splitlines()
+            said = [
+                parse_unscheduled(line, proc.stderr)
+                for line in lines
+                if line.startswith("pile: ") and UNSCHEDULED in line
+            ]
+            assert all(a != b for a, b in zip(said, said[1:], strict=False)), proc.stderr  # once, not every poll
+            # both pods held by the taint at first, both freed of it at the end
+            assert said[0] == (2, said[0][1]) and taint_count(said[0][1]) >= 1, proc.stderr
+            end = lines.index("pile: not complete after --recipe-wait-timeout 30s (0/6 shards)")
+            repeated = list(itertools.takewhile(lambda line: line.startswith("  pile: "), lines[end + 1 :]))
+            assert len(repeated) == 1 and " not scheduled for " in repeated[0], proc.stderr  # pending since install
+            assert parse_unscheduled(repeated[0].removeprefix("  "), proc.stderr) == said[-1], proc.stderr
+            assert said[-1][0] == 2 and taint_count(said[-1][1]) == taint_count(said[0][1]) - 1, proc.stderr
+            assert "install gpt3-5b" not in proc.stderr
+    finally:
+        freed.join(60)
+        set_taints(cluster, held, [])
     ok(nemo("uninstall", "--values", str(recipe), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
     cluster.wait_for("the PersistentVolume deleted", lambda: cluster_scoped_leftovers(cluster, objects) == [], 30)

@@ -485,14 +485,14 @@ class Cluster:
         return ""
 
 
-def stage_of(cluster: Cluster, said: list[str]):
+def stage_of(cluster: Cluster, said: list[str], **options):
     from types import SimpleNamespace
 
     from helm_nemo.dataprep.wait import StageWait
 
     plan = SimpleNamespace(release="pile")  # what StageWait reads of a ReleasePlan
     values = {"workers": 2, "shards": {"urlPattern": "https://example.com/{index}.jsonl.zst", "numbers": "0-5"}}
-    return StageWait(cluster, NS, plan, values, said.append)
+    return StageWait(cluster, NS, plan, values, said.append, **options)
 
 
 def worker_pod(index: int, status: dict, claim: str = "fsx-pvc") -> dict:
@@ -541,6 +541,26 @@ def test_unbound_claims_the_workers_mount_are_named():
     other = Cluster(JOB, [worker_pod(0, unschedulable(NO_CPU, ""))], {})
     stage_of(other, said).poll()
     assert other.reads == []
+
+
+def test_the_timeouts_repeat_counts_the_time_to_now():
+    """A state said once at 5 s is repeated by the timeout's message as it is then (`for 1 m 05 s`), with the
+    claims as read when it was said (the repeat reads nothing)."""
+    from datetime import datetime, timedelta, UTC
+
+    since = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+    clock = [since + timedelta(seconds=5)]
+    message = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes"
+    status = unschedulable(message, since.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    cluster, said = Cluster(JOB, [worker_pod(0, status), worker_pod(1, status)], {"fsx-pvc": None}), []
+    stage = stage_of(cluster, said, now=lambda: clock[0])
+    stage.poll()
+    words = "0/1 nodes available: pod has unbound immediate PersistentVolumeClaims (claim fsx-pvc: not found)"
+    assert said[1] == f"pile: 2 worker pod(s) not scheduled for 5 s: {words}"
+    reads = list(cluster.reads)
+    clock[0] = since + timedelta(seconds=65)
+    assert stage.blocked_lines == [f"pile: 2 worker pod(s) not scheduled for 1 m 05 s: {words}"]
+    assert cluster.reads == reads
 
 
 def test_wait_timeout(helm, kube, env, tmp_path):

@@ -132,7 +132,7 @@ class StageWait:
         self._index_of_name: dict[str, int] = {}  # pod -> its completion index
         self.said: tuple[int, ...] | None = None
         self.blocked: tuple[tuple[str, str, int], ...] = ()  # why the workers do not run, as last said
-        self.blocked_lines: list[str] = []
+        self._blocked_groups: list[tuple[ProblemGroup, str]] = []  # each with its Pending claims, as said
         self._hinted = False
 
     # ---- one poll
@@ -196,27 +196,33 @@ class StageWait:
                 self.echo(f"{self.release}: {running} worker pod(s) running")
             elif pending:
                 self.echo(f"{self.release}: {pending} worker pod(s) scheduled, starting")
-            self.blocked, self.blocked_lines = key, []
+            self.blocked, self._blocked_groups = key, []
             return
-        lines = []
-        for group, group_key in zip(blocked, key, strict=True):
-            who = f"{self.release}: {len(group.pods)} worker pod(s)"
-            if group.reason == "FailedScheduling":
-                line = f"{who} not scheduled{self._for(group.at)}: {group.words}{self._claims(group, live)}"
-            elif group.reason == "SchedulingGated":
-                line = f"{who} {group.words}"
-            else:
-                line = f"{who} cannot start: {group.detail()}"
-            lines.append(line)
+        said = [(group, self._claims(group, live) if group.reason == "FailedScheduling" else "") for group in blocked]
+        for (group, claims), group_key in zip(said, key, strict=True):
             if group_key not in self.blocked:
-                self.echo(line)
-        self.blocked, self.blocked_lines = key, lines
+                self.echo(self._line(group, claims))
+        self.blocked, self._blocked_groups = key, said
         if not self._hinted:
             self._hinted = True
             bound = (
                 f"up to --recipe-wait-timeout {self.timeout:g}s" if self.timeout else "--recipe-wait-timeout bounds it"
             )
             self.echo(f"{self.release}: the wait goes on while Kubernetes retries ({bound}; Ctrl-C stops it)")
+
+    @property
+    def blocked_lines(self) -> list[str]:
+        """Why the workers do not run, as last seen, with the time so far counted to now (the timeout's
+        message repeats them: `not scheduled for 15 s`, not the age when first said)."""
+        return [self._line(group, claims) for group, claims in self._blocked_groups]
+
+    def _line(self, group: ProblemGroup, claims: str) -> str:
+        who = f"{self.release}: {len(group.pods)} worker pod(s)"
+        if group.reason == "FailedScheduling":
+            return f"{who} not scheduled{self._for(group.at)}: {group.words}{claims}"
+        if group.reason == "SchedulingGated":
+            return f"{who} {group.words}"
+        return f"{who} cannot start: {group.detail()}"
 
     def _for(self, at: str) -> str:
         from helm_nemo.status.objects import parse_time
