@@ -678,6 +678,94 @@ def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, 
     cluster.wait_for("the PersistentVolume deleted", lambda: cluster_scoped_leftovers(cluster, objects) == [], 30)
 
 
+MOUNT_FAILED = 'MountVolume.SetUp failed for volume "fsx-pv" : mount failed: exit status 19'
+
+
+def test_a_data_prep_pod_placed_but_not_started_is_said_with_its_event(cluster, nemo, helm_name, tmp_path):
+    """A node no kwok manages stands for a kubelet that cannot mount a volume: the pods are placed and stay
+    Pending (no container status, as before ContainerCreating ends); the test posts the kubelet's FailedMount
+    event for each, and the wait says it from the real server's events list (its field selector) and repeats
+    it at the timeout."""
+    shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
+    recipe = tmp_path / "pile.yaml"
+    recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))  # only the node below fits
+    namespace = new_namespace(cluster, f"dp-mount-{helm_name}")
+    node = f"no-kubelet-{helm_name}"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    capacity = {"cpu": "2000", "memory": "16Ti", "pods": "110", "ephemeral-storage": "100Gi"}
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now}
+    cluster.api(
+        "POST",
+        "/api/v1/nodes",
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux"}},
+            "status": {
+                "capacity": capacity,
+                "allocatable": capacity,
+                "conditions": [{**ready, "lastTransitionTime": now}],
+            },
+        },
+    )
+    posted = threading.Thread(target=post_mount_failures, args=(cluster, namespace, node), daemon=True)
+    posted.start()
+    try:
+        with cleaned_up(nemo, recipe, namespace):
+            proc = nemo(
+                "install",
+                *("--values", str(recipe), "-n", namespace),
+                *("--recipe-wait-timeout", "25s", "--recipe-poll-interval", "1s"),
+            )
+            assert proc.returncode == 1, proc.stderr
+            line = re.compile(
+                rf"pile: 2 worker pod\(s\) not started(?: for [0-9ms ]+)?: FailedMount \({re.escape(MOUNT_FAILED)}\)"
+            )
+            lines = proc.stderr.splitlines()
+            assert sum(1 for said in lines if line.fullmatch(said)) == 1, proc.stderr
+            end = lines.index("pile: not complete after --recipe-wait-timeout 25s (0/6 shards)")
+            assert line.fullmatch(lines[end + 1].removeprefix("  ")), proc.stderr
+            assert " not started for " in lines[end + 1], proc.stderr  # timed to the timeout
+        ok(nemo("uninstall", "--values", str(recipe), "-n", namespace))
+    finally:
+        posted.join(60)
+        cluster.api("DELETE", f"/api/v1/nodes/{node}")
+        # no kubelet confirms the pods' deletion: forced, as `kubectl delete --force` does
+        for pod in cluster.list_objects("v1", "pods", namespace):
+            cluster.api("DELETE", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}?gracePeriodSeconds=0")
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+
+
+def post_mount_failures(cluster, namespace: str, node: str) -> None:
+    """Once both worker pods are bound to `node`, a FailedMount Warning event for each, as the kubelet posts it."""
+
+    def bound() -> list[dict]:
+        pods = cluster.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3Dpile")["items"]
+        return pods if len(pods) == 2 and all(p["spec"].get("nodeName") == node for p in pods) else []
+
+    pods = cluster.wait_for("both worker pods bound", bound, 60)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for pod in pods:
+        meta = pod["metadata"]
+        cluster.api(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/events",
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.mount", "namespace": namespace},
+                "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": namespace, "uid": meta["uid"]},
+                "reason": "FailedMount",
+                "message": MOUNT_FAILED,
+                "type": "Warning",
+                "source": {"component": "kubelet", "host": node},
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            },
+        )
+
+
 # --------------------------------------------------------------------------------------------------
 # --atomic / --wait against real readiness: the supervisor's Deployments and DaemonSet become ready only
 # when the controllers have made their pods and kwok has run them on the nodes
@@ -686,14 +774,36 @@ def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, 
 RESILIENCY_RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"
 
 
+def not_ready(cluster, namespace: str) -> str:
+    """Why the namespace's pods are not ready (a failed readiness wait shows it): phase, node, conditions."""
+    lines = ["pods not ready:"]
+    for pod in cluster.list_objects("v1", "pods", namespace):
+        conditions = {c["type"]: c for c in pod["status"].get("conditions") or []}
+        if (conditions.get("Ready") or {}).get("status") == "True":
+            continue
+        said = "; ".join(
+            f"{t}={c['status']} {c.get('reason', '')} {c.get('message', '')}".strip() for t, c in conditions.items()
+        )
+        lines.append(
+            f"  {pod['metadata']['name']} {pod['status'].get('phase')} on {pod['spec'].get('nodeName')}: {said}"
+        )
+    for node in cluster.list_objects("v1", "nodes"):
+        spec = node["spec"]
+        if spec.get("taints") or spec.get("unschedulable"):
+            lines.append(
+                f"  node {node['metadata']['name']}: unschedulable={spec.get('unschedulable')} taints={spec.get('taints')}"
+            )
+    return "\n".join(lines)
+
+
 def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
     ensure_nodes(cluster, "a3ultra", 2)
     namespace = new_namespace(cluster, f"wait-{helm_name}")
     with cleaned_up(nemo, RESILIENCY_RECIPE, namespace):
         # helm returns as soon as everything is ready; the limit is for a machine loaded by the rest of the suite
         # (a 120 s limit ran out once there: pods of 2 cores' worth of other tests' work still starting)
-        proc = nemo("install", "--values", str(RESILIENCY_RECIPE), "-n", namespace, "--atomic", "--timeout", "300s")
-        assert proc.returncode == 0, proc.stderr
+        proc = nemo("install", "--values", str(RESILIENCY_RECIPE), "-n", namespace, "--atomic", "--timeout", "240s")
+        assert proc.returncode == 0, proc.stderr + not_ready(cluster, namespace)
         for deployment in cluster.list_objects("apps/v1", "deployments", namespace):
             status = deployment["status"]
             assert status.get("availableReplicas") == deployment["spec"]["replicas"], status

@@ -471,10 +471,13 @@ def test_an_image_that_cannot_be_pulled_is_said_and_the_timeout_repeats_it(helm,
 class Cluster:
     """What StageWait reads (KubeClient's list/get_or_none/text), from a dict of objects."""
 
-    def __init__(self, job: dict, pods: list[dict], claims: dict[str, dict | None]):
-        self.job, self.pods, self.claims, self.reads = job, pods, claims, []
+    def __init__(self, job: dict, pods: list[dict], claims: dict[str, dict | None], events: list[dict] = ()):
+        self.job, self.pods, self.claims, self.events, self.reads = job, pods, claims, list(events), []
 
     def list(self, path: str, query: dict) -> list[dict]:
+        if path.endswith("/events"):
+            self.reads.append(f"{path}?{query['fieldSelector']}")
+            return self.events
         return [self.job] if path.endswith("/jobs") else self.pods
 
     def get_or_none(self, path: str) -> dict | None:
@@ -561,6 +564,108 @@ def test_the_timeouts_repeat_counts_the_time_to_now():
     clock[0] = since + timedelta(seconds=65)
     assert stage.blocked_lines == [f"pile: 2 worker pod(s) not scheduled for 1 m 05 s: {words}"]
     assert cluster.reads == reads
+
+
+MOUNT_FAILED = (
+    'MountVolume.SetUp failed for volume "fsx-pv" : rpc error: code = Internal desc = Could not mount '
+    '"fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com@tcp:/abcdefgh" at "/var/lib/kubelet/pods/x/mount": '
+    "mount failed: exit status 19"
+)
+
+
+def placed(since: str) -> dict:
+    """A pod's status on its node before its containers start (ContainerCreating, as the kubelet says it)."""
+    return {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": since}],
+        "containerStatuses": [
+            {
+                "name": "data-prep",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ],
+    }
+
+
+def warning(pod: str, reason: str, message: str, at: str, kind: str = "Pod") -> dict:
+    """A core/v1 Warning event about `pod`, as the kubelet or a controller posts it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod}.{reason.lower()}", "namespace": NS},
+        "involvedObject": {"kind": kind, "name": pod, "namespace": NS},
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "firstTimestamp": at,
+        "lastTimestamp": at,
+        "count": 1,
+    }
+
+
+def test_placed_workers_that_do_not_start_are_said_with_their_newest_warning_event():
+    """A pod on its node whose volume cannot be mounted says only ContainerCreating: the wait reads the
+    namespace's Warning events of pods and says each pod's newest one since it was placed, the scheduler's
+    older words left out; nothing is read while no pod waits on its node."""
+    from datetime import datetime, timedelta, UTC
+
+    at = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+
+    def time_of(seconds: int) -> str:
+        return (at + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    clock = [at + timedelta(seconds=40)]
+    pods = [worker_pod(0, placed(time_of(0))), worker_pod(1, placed(time_of(2)))]
+    events = [
+        warning("pile-0-abcde", "FailedScheduling", NO_CPU, time_of(-5)),  # before it was placed
+        warning("pile-0-abcde", "FailedAttachVolume", "AttachVolume.Attach failed: timed out", time_of(10)),
+        warning("pile-0-abcde", "FailedMount", MOUNT_FAILED, time_of(30)),
+        warning("pile-1-abcde", "FailedMount", MOUNT_FAILED, time_of(31)),
+        warning("pile", "BackoffLimitExceeded", "a Job's, not a pod's", time_of(31), kind="Job"),
+    ]
+    cluster, said = Cluster(JOB, pods, {}, events), []
+    stage = stage_of(cluster, said, now=lambda: clock[0])
+    assert stage.poll() is False and stage.poll() is False  # said once
+    line = f"pile: 2 worker pod(s) not started for 40 s: FailedMount ({MOUNT_FAILED})"
+    assert said[1:] == [
+        line,
+        "pile: the wait goes on while Kubernetes retries (--recipe-wait-timeout bounds it; Ctrl-C stops it)",
+    ]
+    assert cluster.reads == [f"/api/v1/namespaces/{NS}/events?type=Warning,involvedObject.kind=Pod"] * 2
+    clock[0] = at + timedelta(seconds=100)
+    assert stage.blocked_lines == [line.replace("for 40 s", "for 1 m 40 s")]
+    # the mount succeeds: both run; events are no longer read
+    for pod in pods:
+        pod["status"] = {"phase": "Running", "conditions": pod["status"]["conditions"]}
+        pod["metadata"]["resourceVersion"] = "2"
+    stage.poll()
+    assert said[-1] == "pile: 2 worker pod(s) running" and len(cluster.reads) == 2
+    assert stage.blocked_lines == []
+
+
+def test_a_mount_failure_is_said_by_the_install(helm, kube, env, tmp_path):
+    """The same through the emulator's events list and its field selector, and repeated by the timeout."""
+    kube.hold_jobs("helm-nemo.dev/data-prep")
+    path = recipe(tmp_path)
+    since = stamp(65)
+
+    def mount_fails(k):
+        for index in (0, 1):
+            name = pod(k, index)
+            k.set_pod_status(NS, name, placed(since))
+            k.put(warning(name, "FailedMount", MOUNT_FAILED, stamp(1)))
+
+    Script(kube, {1: mount_fails})
+    proc = start(path, env, "--recipe-wait-timeout", "2s")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    said = [re.sub(r" for 1 m 0[5-9] s: ", " for 1 m 05 s: ", line) for line in err.splitlines()]
+    line = f"pile: 2 worker pod(s) not started for 1 m 05 s: FailedMount ({MOUNT_FAILED})"
+    assert said.count(line) == 1, err
+    end = said.index("pile: not complete after --recipe-wait-timeout 2s (0/6 shards)")
+    assert said[end + 1] == f"  {line}", err
 
 
 def test_wait_timeout(helm, kube, env, tmp_path):

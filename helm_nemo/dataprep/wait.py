@@ -18,7 +18,10 @@ Imported only when a recipe waits (it brings the kube client). Per poll of a rel
   (`R: 2 worker pod(s) not scheduled for 2 m 05 s: 0/1 nodes available: 1 Insufficient cpu`, with the
   Pending claims the pods mount when the scheduler names unbound claims), or whose container cannot start
   (`R: 2 worker pod(s) cannot start: ErrImagePull (cannot pull the image: …)`, a missing Secret or
-  ConfigMap key: CreateContainerConfigError, …); once the workers run, `R: 2 worker pod(s) running`.
+  ConfigMap key: CreateContainerConfigError, …), or that sit on their node without starting (their newest
+  Warning event since placed: `R: 2 worker pod(s) not started for 40 s: FailedMount (…)`; the namespace's
+  Warning events of pods are read only while such pods exist); once the workers run, `R: 2 worker pod(s)
+  running`.
   None of these stops the wait: Kubernetes keeps retrying (a node pool scales up, a Secret is created,
   the image is pushed), so the wait goes on, bounded by --recipe-wait-timeout (docs/data-prep.md).
 
@@ -52,6 +55,10 @@ JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
 CLAIM = "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"
+EVENTS = "/api/v1/namespaces/{ns}/events"
+# Warning events that are not why a placed pod's containers have not started: the scheduler's (from before
+# it was placed) and the image pull's (the container's own state says it: cannot_start)
+BEFORE_START = {"FailedScheduling", "Failed", "BackOff", "InspectFailed", "ErrImageNeverPull"}
 IMAGE_PULL = {"ImagePullBackOff": "ErrImagePull"}  # the kubelet alternates them: one state for the wait
 TAIL_LINES = 1000  # per pod and read: the progress lines among the tokenizer's own output since the last poll
 DEFAULT_INTERVAL = 10.0
@@ -187,6 +194,7 @@ class StageWait:
         container = next((c for c in map(main_container, live) if c), "data-prep")
         summary = summarize_pods(live, container)
         blocked = _merged(not_scheduled(summary) + cannot_start(summary))
+        blocked += self._not_started(live, {name for group in blocked for name in group.pods})
         key = tuple((IMAGE_PULL.get(g.reason, g.reason), _same(g), len(g.pods)) for g in blocked)
         if key == self.blocked:
             return
@@ -217,12 +225,54 @@ class StageWait:
         return [self._line(group, claims) for group, claims in self._blocked_groups]
 
     def _line(self, group: ProblemGroup, claims: str) -> str:
+        from helm_nemo.status.objects import WAITING_FAILURES
+
         who = f"{self.release}: {len(group.pods)} worker pod(s)"
         if group.reason == "FailedScheduling":
             return f"{who} not scheduled{self._for(group.at)}: {group.words}{claims}"
         if group.reason == "SchedulingGated":
             return f"{who} {group.words}"
-        return f"{who} cannot start: {group.detail()}"
+        if group.reason in WAITING_FAILURES:
+            return f"{who} cannot start: {group.detail()}"
+        return f"{who} not started{self._for(group.at)}: {group.reason} ({group.words})"  # a Warning event's
+
+    def _not_started(self, pods: list[dict[str, Any]], said: set[str]) -> list[ProblemGroup]:
+        """Pods on a node whose containers have not started, grouped by their newest Warning event since they
+        were placed (FailedMount, FailedAttachVolume, FailedCreatePodSandBox: the pod's status says only
+        ContainerCreating; the kubelet and the attach controller say why in events). One list of the
+        namespace's Warning events of pods, read only while such pods exist; pods in `said` are already said."""
+        from helm_nemo.status.objects import ProblemGroup
+
+        placed = {
+            pod["metadata"]["name"]: scheduled
+            for pod in pods
+            if (pod.get("status") or {}).get("phase") == "Pending"
+            and pod["metadata"]["name"] not in said
+            and (scheduled := _scheduled_at(pod))
+        }
+        if not placed:
+            return []
+        events = self.client.list(
+            EVENTS.format(ns=self.namespace), {"fieldSelector": "type=Warning,involvedObject.kind=Pod"}
+        )
+        newest: dict[str, tuple[str, str, str]] = {}  # pod -> (time, reason, message)
+        for event in events:
+            pod = (event.get("involvedObject") or {}).get("name", "")
+            at = _event_time(event)
+            if pod not in placed or at < placed[pod] or event.get("reason") in BEFORE_START:
+                continue
+            if pod not in newest or at >= newest[pod][0]:
+                newest[pod] = (
+                    at,
+                    event.get("reason") or "Warning",
+                    " ".join(str(event.get("message") or "").split())[:240],
+                )
+        groups: dict[tuple[str, str], ProblemGroup] = {}
+        for pod, (_, reason, message) in sorted(newest.items()):
+            group = groups.setdefault((reason, message), ProblemGroup(reason, message, [], placed[pod], fatal=False))
+            group.pods.append(pod)
+            group.at = min(group.at, placed[pod])
+        return list(groups.values())
 
     def _for(self, at: str) -> str:
         from helm_nemo.status.objects import parse_time
@@ -430,6 +480,26 @@ def _merged(groups: list[ProblemGroup]) -> list[ProblemGroup]:
             if group.reason == "ErrImagePull" and pulls.reason != "ErrImagePull":
                 pulls.reason, pulls.words = group.reason, group.words
     return out
+
+
+def _scheduled_at(pod: dict[str, Any]) -> str:
+    """When the scheduler placed the pod (its PodScheduled condition turned True), or '' when not placed."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return str(condition.get("lastTransitionTime") or "0")
+    return ""
+
+
+def _event_time(event: dict[str, Any]) -> str:
+    """An event's last time (core/v1 `lastTimestamp`, or events.k8s.io's series/eventTime as core/v1 shows
+    them); RFC 3339 in UTC compares as text."""
+    return str(
+        event.get("lastTimestamp")
+        or (event.get("series") or {}).get("lastObservedTime")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def _same(group: ProblemGroup) -> str:
