@@ -14,7 +14,11 @@ What runs (built by scripts/cluster.sh from the Go module tests/cluster/, at the
   (node initialize + lease heartbeat; pod create/ready/complete/delete with their per-pod delay
   annotations; the chaos stages that fail a pod's container when the pod has the label
   `pod-container-running-failed.stage.kwok.x-k8s.io: "true"`), also from the module cache, and serving
-  `pods/log` from the files that `serve_logs()` names (its Logs/ClusterLogs CRDs).
+  `pods/log` from the files that `serve_logs()` names (its Logs/ClusterLogs CRDs). One stage of ours
+  (READY_AGAIN) does what a kubelet does after its node was NotReady for a while: the node lifecycle
+  controller marks its pods not Ready, and the kubelet reports them Ready again once it is back; kwok's
+  own stages set Ready only on a Pending pod, so a pod of a node whose lease kwok renewed late on a
+  loaded machine stayed not Ready for good (a Deployment never became available for helm's wait).
 
 Certificates (a CA; the API server's, the webhooks' and kwok's serving certificates; an admin client
 certificate in system:masters) and the service-account key pair are made here with `cryptography`.
@@ -684,6 +688,7 @@ class RealCluster:
             for crd in _load_docs(kwok_dir / f"kustomize/crd/bases/kwok.x-k8s.io_{name}.yaml"):
                 self.apply(crd)
                 self._wait(f"kwok {name} CRD", lambda n=crd["metadata"]["name"]: self._established(n), 60)
+        stages.append(READY_AGAIN)
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump_all(stages))
         self.kwok_port = kwok_port = free_port()
@@ -1027,6 +1032,41 @@ class RealCluster:
         return any(
             c["type"] == "Ready" and c["status"] == "True" for c in (node.get("status") or {}).get("conditions") or []
         )
+
+
+# A running pod marked not Ready by the node lifecycle controller (its node's lease ran out) while its
+# containers still run: Ready again, as the kubelet reports it once it is back (see the module docstring).
+READY_AGAIN = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "helm-nemo-pod-ready-again"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {
+            "matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {
+                    "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                    "operator": "In",
+                    "values": ["False"],
+                },
+                {"key": ".status.containerStatuses.[].state.running.startedAt", "operator": "Exists"},
+            ]
+        },
+        "delay": {"durationMilliseconds": 1000},
+        "next": {
+            "statusTemplate": (
+                "{{ $now := Now }}\n"
+                "conditions:\n"
+                + "".join(
+                    f'- lastProbeTime: null\n  lastTransitionTime: {{{{ $now | Quote }}}}\n  status: "True"\n  type: {kind}\n'
+                    for kind in ("Ready", "ContainersReady")
+                )
+            )
+        },
+    },
+}
 
 
 def node_object(profile: dict, name: str) -> dict:

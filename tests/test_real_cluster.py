@@ -789,11 +789,41 @@ def not_ready(cluster, namespace: str) -> str:
         )
     for node in cluster.list_objects("v1", "nodes"):
         spec = node["spec"]
+        ready = [c for c in node["status"].get("conditions") or [] if c["type"] == "Ready"]
+        if not ready or ready[0]["status"] != "True":
+            lines.append(f"  node {node['metadata']['name']} not Ready: {ready}")
         if spec.get("taints") or spec.get("unschedulable"):
             lines.append(
                 f"  node {node['metadata']['name']}: unschedulable={spec.get('unschedulable')} taints={spec.get('taints')}"
             )
     return "\n".join(lines)
+
+
+def test_a_pod_marked_not_ready_by_the_node_controller_is_ready_again(cluster):
+    """As a kubelet back after its node's lease ran out: the node lifecycle controller's mark (Ready False,
+    reason NodeStatusUnknown) is undone by kwok's READY_AGAIN stage (tests/real_cluster.py), else an
+    install's readiness wait after a lease renewed late on a loaded machine never ends."""
+    namespace = new_namespace(cluster, "ready-again")
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+    spec = {"containers": [{"name": "c", "image": "busybox"}], "nodeSelector": {"kubernetes.io/hostname": "cpu-node-0"}}
+    cluster.api("POST", pods, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+
+    def ready() -> str:
+        conditions = cluster.get(f"{pods}/p")["status"].get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), "")
+
+    cluster.wait_for("the pod Ready", lambda: ready() == "True", 60)
+    mark = {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "node not ready"}
+    cluster.api(
+        "PATCH",
+        f"{pods}/p/status",
+        {"status": {"conditions": [mark]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert ready() == "False"
+    cluster.wait_for("the pod Ready again", lambda: ready() == "True", 30)
+    cluster.api("DELETE", f"{pods}/p")
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 60, 1)
 
 
 def test_atomic_install_waits_for_real_readiness(cluster, nemo, helm_name):
