@@ -123,6 +123,57 @@ def test_recreate_installs_the_same_run_again_and_upgrades_the_rest_in_place(hel
     ]
 
 
+class Lingering:
+    """The JobSet is still there after helm's uninstall has returned (its release recorded uninstalled: the PUT
+    of the release Secret after the DELETE) for the next `reads` GETs of it, then gone: what Helm 4's
+    `uninstall --wait --cascade foreground` once left on the real control plane."""
+
+    PATH = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml-team/jobsets/{WORKLOAD}"
+
+    def __init__(self, kube, reads: float):
+        self.kube, self.limit, self.reads, self.copy, self.armed = kube, reads, 0, None, False
+        kube.before_serve.append(self)
+
+    def __call__(self, request) -> None:
+        if request.method == "DELETE" and request.path == self.PATH:
+            self.copy = self.kube.get("JobSet", WORKLOAD, "ml-team")
+        elif self.copy and request.method == "PUT" and f"/secrets/sh.helm.release.v1.{WORKLOAD}." in request.path:
+            self.armed = True
+        elif self.armed and request.method == "GET" and request.path == self.PATH:
+            self.reads += 1
+            if self.reads == 1:
+                self.kube.put(
+                    {**self.copy, "metadata": {**self.copy["metadata"], "deletionTimestamp": "2026-01-02T00:00:00Z"}}
+                )
+            elif self.reads == self.limit + 1:
+                self.kube.delete(self.kube.resource("JobSet"), "ml-team", WORKLOAD)
+
+
+def test_recreate_installs_only_once_the_old_jobset_is_gone(helm, kube, env, installed, tmp_path):
+    line = _image_line()
+    changed = recipe_with(tmp_path, line, line.rstrip() + "-new")
+    lingering = Lingering(kube, reads=3)
+    proc = ok(nemo(["upgrade", "--values", str(changed), *NS, "--recreate"], env, EPOCH_LATER))
+    assert lingering.reads >= 4, proc.stderr  # read until gone
+    assert proc.stderr.count(f"  waiting for JobSet {WORKLOAD} to be deleted before the install\n") == 1
+    assert image_of(kube).endswith("-new") and job_timestamp(kube) == installed
+
+
+def test_recreate_stops_when_the_old_jobset_is_not_deleted(helm, kube, env, installed, tmp_path):
+    line = _image_line()
+    changed = recipe_with(tmp_path, line, line.rstrip() + "-new")
+    Lingering(kube, reads=float("inf"))
+    proc = nemo(["upgrade", "--values", str(changed), *NS, "--recreate", "--timeout", "2s"], env, EPOCH_LATER)
+    assert proc.returncode == 1, proc.stderr
+    assert (
+        f"helm nemo: {WORKLOAD} is uninstalled (its history keeps run {installed}) but JobSet {WORKLOAD} still "
+        "exists 2s after the uninstall (being deleted?); stopped."
+    ) in proc.stderr
+    assert "--recreate again (a release left uninstalled is installed again as its run)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert image_of(kube) == line.split("image:")[1].strip().strip("'\"")  # the old one, never replaced
+
+
 def test_new_run_gets_a_new_timestamp(helm, kube, env, installed, tmp_path):
     line = _image_line()
     changed = recipe_with(tmp_path, line, line.rstrip() + "-new")

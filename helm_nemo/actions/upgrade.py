@@ -13,7 +13,9 @@ exactly, the installed run's jobTimestamp kept), and classified:
   foreground deletion until its pods are gone, so two runs never write the same checkpoints) and installs it
   again as the same run: the same jobTimestamp, so the same JOB_IDENTIFIER, log and checkpoint directories,
   and the launcher resumes from the run's last checkpoint. `--new-run` does the same with a new jobTimestamp
-  (fresh directories). Other releases are upgraded in place; all in recipe order.
+  (fresh directories). Other releases are upgraded in place; all in recipe order. Between the uninstall
+  and the install, the refused workloads are read until the API server no longer has them (wait_deleted:
+  helm's own wait once returned early on Helm 4), bounded by --timeout (default 300 s).
 
 A recreate that stopped after the uninstall leaves the release `uninstalled` with its history (and so its
 run's timestamp) kept; running the same command again installs it as that run.
@@ -277,6 +279,17 @@ def _apply(
                     hint_command,
                     mode,
                 )
+            left = wait_deleted([obj for obj, _ in change.refused], extra, echo)
+            if left:
+                return _stopped(
+                    echo,
+                    f"{plan.release} is uninstalled (its history keeps run {run}) but {left}",
+                    done,
+                    changes,
+                    index,
+                    hint_command,
+                    mode,
+                )
         else:
             echo(
                 f"[{index}/{total}] install {plan.release} ({plan.chart}) again as "
@@ -328,6 +341,65 @@ def _uninstall_for_recreate(helm: HelmBinary, plan: ReleasePlan, extra: list[str
     except Interrupted as stop:
         return stop.exit_code
     return proc.returncode
+
+
+DELETE_TIMEOUT = 300.0  # seconds, as helm's --timeout default
+DELETE_POLL = 0.5
+
+
+def wait_deleted(
+    ids: list[ObjectId],
+    extra: list[str],
+    echo: Echo,
+    *,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> str | None:
+    """Wait until the refused workloads (JobSet, Job) are gone from the cluster; None when they are, else what
+    is left, said. Helm's `uninstall --wait --cascade foreground` is meant to return only then, yet Helm 4
+    once returned while the JobSet still existed, and its install then met the old JobSet ("field is
+    immutable"). The install must not start before, or two runs could write one run's checkpoints."""
+    import time
+
+    from helm_nemo.kube import KubeError, connect
+
+    workloads = [obj for obj in dict.fromkeys(ids) if obj.kind in _PLURALS]
+    if not workloads:
+        return None
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    timeout = _value_of(extra, "--timeout")
+    limit = DELETE_TIMEOUT
+    if timeout:
+        from helm_nemo.dataprep.wait import parse_duration
+
+        try:
+            limit = parse_duration(timeout)
+        except ValueError:
+            pass  # helm has said so already
+    deadline, said = clock() + limit, False
+    try:
+        client = connect(extra)
+        while True:
+            left = [
+                obj
+                for obj in workloads
+                if client.get_or_none(
+                    f"/apis/{obj.api_version}/namespaces/{obj.namespace or client.namespace}/"
+                    f"{_PLURALS[obj.kind]}/{obj.name}"
+                )
+                is not None
+            ]
+            if not left:
+                return None
+            names = ", ".join(f"{obj.kind} {obj.name}" for obj in left)
+            if clock() >= deadline:
+                return f"{names} still exists {limit:g}s after the uninstall (being deleted?)"
+            if not said:
+                echo(f"  waiting for {names} to be deleted before the install")
+                said = True
+            sleep(DELETE_POLL)
+    except KubeError as err:
+        return f"the cluster could not be read to see that its workload is gone ({err})"
 
 
 def _value_of(args: list[str], name: str) -> str | None:
