@@ -15,7 +15,8 @@ exactly, the installed run's jobTimestamp kept), and classified:
   and the launcher resumes from the run's last checkpoint. `--new-run` does the same with a new jobTimestamp
   (fresh directories). Other releases are upgraded in place; all in recipe order. Between the uninstall
   and the install, the refused workloads are read until the API server no longer has them (wait_deleted:
-  helm's own wait once returned early on Helm 4), bounded by --timeout (default 300 s).
+  helm's own wait once returned early on Helm 4, as helm/helm#31651 reports), bounded by --timeout (default
+  300 s).
 
 A recreate that stopped after the uninstall leaves the release `uninstalled` with its history (and so its
 run's timestamp) kept; running the same command again installs it as that run.
