@@ -584,6 +584,25 @@ def test_the_examples_cover_every_chart_kind():
 PILE_EXAMPLE = ROOT / "values/examples/p4de-gpt3-5b-pile.yaml"
 
 
+def pile_too_big_for_kwok_nodes(tmp_path: Path) -> Path:
+    """The seed-004 example recipe whose data-prep workers ask 1,000 CPUs (no kwok node has them)."""
+    shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
+    recipe = tmp_path / "pile.yaml"
+    recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))
+    return recipe
+
+
+def install_until_timeout(nemo, recipe: Path, namespace: str, timeout: str) -> subprocess.CompletedProcess:
+    """`helm nemo install` of a recipe whose data-prep wait ends at --recipe-wait-timeout (exit 1)."""
+    proc = nemo(
+        "install",
+        *("--values", str(recipe), "-n", namespace),
+        *("--recipe-wait-timeout", timeout, "--recipe-poll-interval", "1s"),
+    )
+    assert proc.returncode == 1, proc.stderr
+    return proc
+
+
 UNSCHEDULED = " worker pod(s) not scheduled"
 
 
@@ -638,9 +657,7 @@ def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, 
     """The scheduler says why per pod, and again when the cluster changes: a CPU node held by a taint at install
     is freed while the wait runs, the scheduler tries again (its queueing hint for a taint removed) and words it
     anew. Each state is said once, not every poll; the timeout repeats the last one, timed to then."""
-    shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
-    recipe = tmp_path / "pile.yaml"
-    recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))
+    recipe = pile_too_big_for_kwok_nodes(tmp_path)
     namespace = new_namespace(cluster, f"dp-{helm_name}")
     objects = rendered_objects(nemo, recipe, namespace)
     held = cluster.nodes["cpu"][0]
@@ -649,12 +666,7 @@ def test_a_data_prep_no_node_fits_is_said_by_the_wait(cluster, nemo, helm_name, 
     freed.start()
     try:
         with cleaned_up(nemo, recipe, namespace):
-            proc = nemo(
-                "install",
-                *("--values", str(recipe), "-n", namespace),
-                *("--recipe-wait-timeout", "30s", "--recipe-poll-interval", "1s"),
-            )
-            assert proc.returncode == 1, proc.stderr
+            proc = install_until_timeout(nemo, recipe, namespace, "30s")
             lines = proc.stderr.splitlines()
             said = [
                 parse_unscheduled(line, proc.stderr)
@@ -686,9 +698,7 @@ def test_a_data_prep_pod_placed_but_not_started_is_said_with_its_event(cluster, 
     Pending (no container status, as before ContainerCreating ends); the test posts the kubelet's FailedMount
     event for each, and the wait says it from the real server's events list (its field selector) and repeats
     it at the timeout."""
-    shutil.copytree(ROOT / "values/examples/configs", tmp_path / "configs")
-    recipe = tmp_path / "pile.yaml"
-    recipe.write_text(PILE_EXAMPLE.read_text().replace('cpu: "32"', 'cpu: "1000"'))  # only the node below fits
+    recipe = pile_too_big_for_kwok_nodes(tmp_path)  # only the node below fits
     namespace = new_namespace(cluster, f"dp-mount-{helm_name}")
     node = f"no-kubelet-{helm_name}"
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -712,12 +722,7 @@ def test_a_data_prep_pod_placed_but_not_started_is_said_with_its_event(cluster, 
     posted.start()
     try:
         with cleaned_up(nemo, recipe, namespace):
-            proc = nemo(
-                "install",
-                *("--values", str(recipe), "-n", namespace),
-                *("--recipe-wait-timeout", "25s", "--recipe-poll-interval", "1s"),
-            )
-            assert proc.returncode == 1, proc.stderr
+            proc = install_until_timeout(nemo, recipe, namespace, "25s")
             line = re.compile(
                 rf"pile: 2 worker pod\(s\) not started(?: for [0-9ms ]+)?: FailedMount \({re.escape(MOUNT_FAILED)}\)"
             )
