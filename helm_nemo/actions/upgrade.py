@@ -348,14 +348,7 @@ DELETE_TIMEOUT = 300.0  # seconds, as helm's --timeout default
 DELETE_POLL = 0.5
 
 
-def wait_deleted(
-    ids: list[ObjectId],
-    extra: list[str],
-    echo: Echo,
-    *,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], None] | None = None,
-) -> str | None:
+def wait_deleted(ids: list[ObjectId], extra: list[str], echo: Echo) -> str | None:
     """Wait until the refused workloads (JobSet, Job) are gone from the cluster; None when they are, else what
     is left, said. Helm's `uninstall --wait --cascade foreground` is meant to return only then, yet Helm 4
     once returned while the JobSet still existed, and its install then met the old JobSet ("field is
@@ -367,7 +360,6 @@ def wait_deleted(
     workloads = [obj for obj in dict.fromkeys(ids) if obj.kind in _PLURALS]
     if not workloads:
         return None
-    clock, sleep = clock or time.monotonic, sleep or time.sleep
     timeout = _value_of(extra, "--timeout")
     limit = DELETE_TIMEOUT
     if timeout:
@@ -377,7 +369,7 @@ def wait_deleted(
             limit = parse_duration(timeout)
         except ValueError:
             pass  # helm has said so already
-    deadline, said = clock() + limit, False
+    deadline, said = time.monotonic() + limit, False
     try:
         client = connect(extra)
         while True:
@@ -393,12 +385,12 @@ def wait_deleted(
             if not left:
                 return None
             names = ", ".join(f"{obj.kind} {obj.name}" for obj in left)
-            if clock() >= deadline:
+            if time.monotonic() >= deadline:
                 return f"{names} still exists {limit:g}s after the uninstall (being deleted?)"
             if not said:
                 echo(f"  waiting for {names} to be deleted before the install")
                 said = True
-            sleep(DELETE_POLL)
+            time.sleep(DELETE_POLL)
     except KubeError as err:
         return f"the cluster could not be read to see that its workload is gone ({err})"
 

@@ -241,7 +241,7 @@ class StageWait:
         were placed (FailedMount, FailedAttachVolume, FailedCreatePodSandBox: the pod's status says only
         ContainerCreating; the kubelet and the attach controller say why in events). One list of the
         namespace's Warning events of pods, read only while such pods exist; pods in `said` are already said."""
-        from helm_nemo.status.objects import ProblemGroup
+        from helm_nemo.status.objects import ProblemGroup, event_message, event_time
 
         placed = {
             pod["metadata"]["name"]: scheduled
@@ -258,15 +258,11 @@ class StageWait:
         newest: dict[str, tuple[str, str, str]] = {}  # pod -> (time, reason, message)
         for event in events:
             pod = (event.get("involvedObject") or {}).get("name", "")
-            at = _event_time(event)
+            at = event_time(event)
             if pod not in placed or at < placed[pod] or event.get("reason") in BEFORE_START:
                 continue
             if pod not in newest or at >= newest[pod][0]:
-                newest[pod] = (
-                    at,
-                    event.get("reason") or "Warning",
-                    " ".join(str(event.get("message") or "").split())[:240],
-                )
+                newest[pod] = (at, event.get("reason") or "Warning", event_message(event)[:240])
         groups: dict[tuple[str, str], ProblemGroup] = {}
         for pod, (_, reason, message) in sorted(newest.items()):
             group = groups.setdefault((reason, message), ProblemGroup(reason, message, [], placed[pod], fatal=False))
@@ -488,18 +484,6 @@ def _scheduled_at(pod: dict[str, Any]) -> str:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             return str(condition.get("lastTransitionTime") or "0")
     return ""
-
-
-def _event_time(event: dict[str, Any]) -> str:
-    """An event's last time (core/v1 `lastTimestamp`, or events.k8s.io's series/eventTime as core/v1 shows
-    them); RFC 3339 in UTC compares as text."""
-    return str(
-        event.get("lastTimestamp")
-        or (event.get("series") or {}).get("lastObservedTime")
-        or event.get("eventTime")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
 
 
 def _same(group: ProblemGroup) -> str:

@@ -560,6 +560,24 @@ class EventLine:
         return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
 
 
+def event_time(event: dict[str, Any]) -> str:
+    """An event's last time: core/v1 `lastTimestamp`, or events.k8s.io's series/eventTime as core/v1 shows
+    them (RFC 3339 in UTC: compares as text); '' when it has none."""
+    return str(
+        event.get("lastTimestamp")
+        or (event.get("series") or {}).get("lastObservedTime")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def event_message(event: dict[str, Any]) -> str:
+    """An event's message (core/v1) or note (events.k8s.io) on one line."""
+    return _one_line(event.get("message") or event.get("note") or "")
+
+
 def warning_events(
     events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(), limit: int = 8
 ) -> list[EventLine]:
@@ -573,14 +591,8 @@ def warning_events(
         if obj.get("name") not in names and obj.get("uid") not in uids:
             continue
         count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
-        at = (
-            event.get("lastTimestamp")
-            or (event.get("series") or {}).get("lastObservedTime")
-            or event.get("eventTime")
-            or event.get("firstTimestamp")
-            or (event.get("metadata") or {}).get("creationTimestamp", "")
-        )
-        message = _one_line(event.get("message") or event.get("note") or "")
+        at = event_time(event)
+        message = event_message(event)
         key = (
             obj.get("kind", ""),
             event.get("reason", ""),
