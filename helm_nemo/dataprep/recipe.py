@@ -270,7 +270,7 @@ def _data_from(
 
 def source_values(plan: ReleasePlan) -> dict[str, Any]:
     """A data-prep release's values as its chart sees them: the chart's defaults, then the release's."""
-    from helm_nemo.values.plan import chart_defaults, merge_values
+    from helm_nemo.values.chart_values import chart_defaults, merge_values
 
     local = plan.local_chart
     defaults: dict[str, Any] = {}

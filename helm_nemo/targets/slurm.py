@@ -133,7 +133,7 @@ def schema_defaults() -> dict[str, Any]:
 
 class _Renderer:
     def __init__(self, plan: ReleasePlan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
-        from helm_nemo.values.plan import chart_defaults, merge_values
+        from helm_nemo.values.chart_values import chart_defaults, merge_values
 
         self.plan = plan
         self.env = env

@@ -9,7 +9,6 @@ needs: the names only, nothing else substituted or read.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -27,6 +26,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from helm_nemo.values.recipe import RealPath
 
 from helm_nemo import resources
+from helm_nemo.values.chart_values import chart_defaults, chart_schema, legacy_keys, merge_values
 from helm_nemo.values.recipe import (
     ReleaseName,
     json_path,
@@ -47,9 +47,6 @@ __all__ = [
     "release_names",
     "load_all",
     "helm_values_json",
-    "chart_schema",
-    "chart_defaults",
-    "merge_values",
 ]
 
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
@@ -257,61 +254,6 @@ def read_file_refs(
         budget.used += len(raw)
         _set_dotted(values, key, text)
     return problems
-
-
-def chart_schema(chart: Path) -> dict[str, Any] | None:
-    schema_file = chart / "values.schema.json"
-    return json.loads(schema_file.read_text()) if schema_file.exists() else None
-
-
-def chart_defaults(chart: Path) -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((chart / "values.yaml").read_text(), Loader=loader) or {}
-
-
-def merge_values(defaults: Any, override: Any) -> Any:
-    """Helm's coalescing: maps merge deeply, everything else replaces, null deletes a default."""
-    if isinstance(defaults, dict) and isinstance(override, dict):
-        out = dict(defaults)
-        for key, value in override.items():
-            if value is None:
-                out.pop(key, None)
-            elif key in out:
-                out[key] = merge_values(out[key], value)
-            else:
-                out[key] = value
-        return out
-    return copy.deepcopy(override)
-
-
-def legacy_keys(schema: dict[str, Any], values: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Paths of keys the schema marks as legacy gpu-recipes keys (accepted, ignored, worth a warning)."""
-    found: list[tuple[Any, ...]] = []
-    if not isinstance(values, dict):
-        return found
-    node = _resolve(schema, schema)
-    props = node.get("properties", {}) if isinstance(node, dict) else {}
-    for key, value in values.items():
-        sub = _resolve(schema, props.get(key, {}))
-        if sub.get("x-helm-nemo-legacy"):
-            found.append(path + (key,))
-        elif isinstance(value, dict):
-            found += [
-                p
-                for p in legacy_keys(
-                    {**schema, **sub, "definitions": schema.get("definitions", {})}, value, path + (key,)
-                )
-            ]
-    return found
-
-
-def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref") if isinstance(node, dict) else None
-    if isinstance(ref, str) and ref.startswith("#/definitions/"):
-        return {**schema["definitions"][ref.split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
 
 
 def _chart_for(
