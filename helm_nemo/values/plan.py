@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
 from helm_nemo import resources
 from helm_nemo.values.chart_values import chart_defaults, chart_schema, legacy_keys, merge_values
+from helm_nemo.values.file_refs import FileBudget, read_file_refs
 from helm_nemo.values.recipe import (
     ReleaseName,
     json_path,
@@ -161,99 +162,6 @@ def pull_chart(reference: str, version: str | None, flags: Sequence[str] = ()) -
         _PULLED[key] = (folder, charts[0])
     pulled: Path = _PULLED[key][1]
     return pulled
-
-
-class FileBudget:
-    """Bytes read through `files:` in one run (all releases): at most paths.MAX_TOTAL_BYTES."""
-
-    def __init__(self) -> None:
-        self.used = 0
-
-
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    keys = dotted.split(".")
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = value
-
-
-def read_file_refs(
-    loaded: LoadedValues,
-    values: dict[str, Any],
-    prefix: tuple[Any, ...],
-    root: Path | None = None,
-    budget: FileBudget | None = None,
-) -> list[Any]:
-    """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number).
-
-    A path is relative to the file that names it and must stay inside `root` (default: that file's
-    folder); regular files only, within the size limits of values/paths.py."""
-    from helm_nemo.values.paths import MAX_FILE_BYTES, MAX_TOTAL_BYTES, PathRefused, inside, read_regular
-    from helm_nemo.values.load import not_utf8, text_position
-
-    budget = budget or FileBudget()
-    problems = []
-    refs = values.get("files") or {}
-    for key, rel in refs.items():
-        where = prefix + ("files", key)
-        base = loaded.base_dir(where)
-        try:
-            target = inside(base, rel, root or base, what="file")
-        except PathRefused as refused:
-            problems.append(problem(loaded, where, str(refused), hint=refused.hint))
-            continue
-        limit = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - budget.used)
-        raw = b""
-        try:
-            raw = read_regular(target, limit)
-            text = raw.decode("utf-8")  # as --set-file reads it (a BOM stays)
-        except FileNotFoundError:
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"file {rel!r} not found (looked in {target.parent})",
-                    hint="paths are relative to the values file",
-                )
-            )
-            continue
-        except PathRefused as refused:
-            if refused.too_large and limit < MAX_FILE_BYTES:
-                refused = PathRefused(
-                    f"would take the files of this run over {MAX_TOTAL_BYTES // 2**20} MiB together",
-                    hint="keep large data in a bucket or a volume",
-                )
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
-            continue
-        except UnicodeDecodeError as err:
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
-                    hint="files are read as UTF-8 text",
-                )
-            )
-            continue
-        except OSError as err:
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
-            continue
-        if "\0" in text:
-            line, column = text_position(text, text.index("\0"))
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
-                    "(helm, JSON and Kubernetes do not carry it)",
-                    hint="files are read as text",
-                )
-            )
-            continue
-        budget.used += len(raw)
-        _set_dotted(values, key, text)
-    return problems
 
 
 def _chart_for(
