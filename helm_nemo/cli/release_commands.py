@@ -25,7 +25,8 @@ def plans_of(
     root: str | None = None,
     extra: list[str] | None = None,
 ):
-    from helm_nemo.values.plan import build_plans, registry_flags
+    from helm_nemo.values.chart_source import registry_flags
+    from helm_nemo.values.plan import build_plans
 
     plans = build_plans(
         list(values_files),
