@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from collections.abc import Sequence
     from pathlib import Path
 
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # annotations only
 
     from helm_nemo.user_errors import Problem
     from helm_nemo.values.load import LoadedValues
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 STAGE_KEYS = ("after", "dataFrom")
 DATA_PREP = "data-prep"

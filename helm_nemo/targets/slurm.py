@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo import resources as paths
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 TYPE_CHECKING = False
@@ -25,9 +24,10 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from helm_nemo.values.recipe import RealPath
 
 from helm_nemo import resources
-from helm_nemo.values.chart_source import ChartPullFailed, chart_for, from_repository, pull_chart, released_local_chart
+from helm_nemo.values.chart_source import ChartPullFailed, chart_for, from_repository, pull_chart
 from helm_nemo.values.chart_values import chart_defaults, chart_schema, legacy_keys, merge_values
 from helm_nemo.values.file_refs import FileBudget, read_file_refs
+from helm_nemo.values.release_plan import ReleasePlan
 from helm_nemo.values.recipe import (
     ReleaseName,
     json_path,
@@ -42,7 +42,6 @@ from helm_nemo.values.recipe import (
 )
 
 __all__ = [
-    "ReleasePlan",
     "ReleaseName",
     "build_plans",
     "release_names",
@@ -53,46 +52,6 @@ __all__ = [
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
 TARGET_SECTIONS = ("slurm",)
-
-
-@dataclass
-class ReleasePlan:
-    """One helm release: which chart, which name, which values (ready for helm)."""
-
-    release: str
-    chart_kind: str
-    accelerator: str | None
-    chart: str  # local chart folder or oci:// reference
-    chart_version: str | None
-    values: dict[str, Any]
-    source: Path
-    json_prefix: tuple[Any, ...]  # where this release's values sit in the source file
-    warnings: list[str] = field(default_factory=list)
-    # Sections for other targets (`slurm:`), taken out of the chart values: helm never sees them.
-    target_sections: dict[str, Any] = field(default_factory=dict)
-    substitution: Any = None  # the file's SubstitutionResult (which values came from which variables)
-    loaded: Any = None  # the file's LoadedValues (positions for errors of the other targets)
-    sources: list[Path] = field(default_factory=list)  # every -f file (several merge into one), in order
-    pulled: Path | None = None  # an oci:// chart's own folder, pulled with helm to check the values against it
-    # A recipe's stages (helm_nemo/dataprep/recipe.py): the earlier releases whose Jobs must complete first
-    # (`after:`, and `dataFrom:`), and the data-prep release whose outputs this training reads (`dataFrom:`).
-    after: list[str] = field(default_factory=list)
-    data_from: str | None = None
-
-    def values_flags(self) -> str:
-        """`--values A [--values B]`: how to name this plan's files again in a hint."""
-        return " ".join(f"--values {path}" for path in (self.sources or [self.source]))
-
-    @property
-    def local_chart(self) -> Path | None:
-        """The chart folder whose schema and defaults apply: the local chart, or for oci://…/NAME with a
-        version the generated chart of that name and version when generator/versions.lock says it is
-        that released content (so validation and install-time stamping match a local install)."""
-        if not self.chart.startswith("oci://"):
-            return Path(self.chart)
-        if self.pulled is not None:
-            return self.pulled
-        return released_local_chart(self.chart.rstrip("/").rsplit("/", 1)[-1], self.chart_version)
 
 
 def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], real: RealPath) -> list[Any]:
