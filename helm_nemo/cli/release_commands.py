@@ -78,7 +78,7 @@ def run_release(
             try:
                 with stopping_at_once():
                     if names_only and options.get("target", "kubernetes") == "kubernetes":
-                        from helm_nemo.values.plan import release_names
+                        from helm_nemo.values.recipe import release_names
 
                         plans = release_names(list(values_files), release=release)
                     else:

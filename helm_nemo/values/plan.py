@@ -1,10 +1,11 @@
 """A values or recipe file -> the releases to run, each with its chart and final values.
 
-One-way flow, each step a plain function: load (with positions; several `-f` files merged as helm
-merges them) -> substitute ${VARS} -> read referenced files (inside the root, values/paths.py) ->
-validate against the chart's schema -> hand to helm as JSON. A plain values file is a one-release
-recipe; a recipe file lists several releases, installed in order. `release_names` is what uninstall
-needs: the names only, nothing else substituted or read.
+One-way flow, each step a plain function in its own room: load (values/load.py, with positions; several `-f`
+files merged as helm merges them) -> substitute ${VARS} (values/substitute.py) -> read `files:`
+(values/file_refs.py, inside the root) -> find the chart (values/chart_source.py: a kind, a folder or oci://)
+-> validate against the chart's schema, over its defaults (values/chart_values.py, values/validation.py) ->
+hand to helm as JSON. A plain values file is a one-release recipe; a recipe file lists several releases,
+installed in order. What uninstall needs, the names only, is values/recipe.py's `release_names`.
 """
 
 from __future__ import annotations
@@ -29,25 +30,17 @@ from helm_nemo.values.chart_values import chart_defaults, chart_schema, legacy_k
 from helm_nemo.values.file_refs import FileBudget, read_file_refs
 from helm_nemo.values.release_plan import ReleasePlan
 from helm_nemo.values.recipe import (
-    ReleaseName,
     json_path,
     load_all,
     problem,
     real_path,
     recipe_shape,
     release_name,
-    release_names,
     release_problems,
     release_values,
 )
 
-__all__ = [
-    "ReleaseName",
-    "build_plans",
-    "release_names",
-    "load_all",
-    "helm_values_json",
-]
+__all__ = ["build_plans", "helm_values_json"]
 
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
