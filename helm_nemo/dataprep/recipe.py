@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only
     from typing import Any
 
     from helm_nemo.user_errors import Problem
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
     from helm_nemo.values.release_plan import ReleasePlan
 
 STAGE_KEYS = ("after", "dataFrom")

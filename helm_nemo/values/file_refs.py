@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from pathlib import Path
     from typing import Any
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
 
 from helm_nemo.values.recipe import problem
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
     from helm_nemo.user_errors import Problem
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
     from helm_nemo.values.recipe import RealPath
 
 from helm_nemo import resources
