@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helm_nemo.user_errors import UserError
-from helm_nemo.values.load import ALLOWED_TAGS, load_values_text
+from helm_nemo.values.helm_yaml import ALLOWED_TAGS
+from helm_nemo.values.load import load_values_text
 from helm_nemo.values.plan import build_plans
 from helm_nemo.values.validation import validate
 
