@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from helm_nemo.values.plan import build_plans, release_names
+from helm_nemo.values.plan import build_plans
+from helm_nemo.values.recipe import release_names
 from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
 ROOT = Path(__file__).resolve().parent.parent

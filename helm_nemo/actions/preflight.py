@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.preflight.facts import Facts
     from helm_nemo.preflight.model import Result
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.actions import releases
 

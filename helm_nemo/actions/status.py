@@ -52,7 +52,7 @@ def release_targets(values_files: list[str], release: str | None) -> list[str]:
                 )
             )
         return [release]
-    from helm_nemo.values.plan import release_names
+    from helm_nemo.values.recipe import release_names
 
     return [r.release for r in release_names(list(values_files), release=release)]
 

@@ -25,7 +25,8 @@ def plans_of(
     root: str | None = None,
     extra: list[str] | None = None,
 ):
-    from helm_nemo.values.plan import build_plans, registry_flags
+    from helm_nemo.values.chart_source import registry_flags
+    from helm_nemo.values.plan import build_plans
 
     plans = build_plans(
         list(values_files),
@@ -77,7 +78,7 @@ def run_release(
             try:
                 with stopping_at_once():
                     if names_only and options.get("target", "kubernetes") == "kubernetes":
-                        from helm_nemo.values.plan import release_names
+                        from helm_nemo.values.recipe import release_names
 
                         plans = release_names(list(values_files), release=release)
                     else:

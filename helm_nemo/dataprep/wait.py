@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # annotations only
 
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.status.objects import ProblemGroup
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
     Echo = Callable[[str], None]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 MASK = "***"
 

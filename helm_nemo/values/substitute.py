@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from typing import Any
     from collections.abc import Iterable, Mapping
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
 
 from helm_nemo.secrets import note as note_secret
 from helm_nemo.user_errors import Problem, UserError, json_path
