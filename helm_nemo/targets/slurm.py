@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo import resources as paths
-from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
+from helm_nemo.targets.shell import MASK, Secrets, comment, heredoc, quote, text_of
 from helm_nemo.user_errors import Problem, UserError, json_path, raise_if_problems
 from helm_nemo.values import value_at
 
@@ -630,14 +630,14 @@ class _Renderer:
         section = secrets.mask({key: s[key] for key in order if key in s}, ("slurm",))
         if section.get("env"):
             section["env"] = {
-                k: ("***" if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
+                k: (MASK if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
             }
         for key in ("envs",):
             items = (values.get("workload") or {}).get(key) or []
             masked = []
             for item in items:
                 if isinstance(item, dict) and item.get("name") in secrets.declared and not self.show_secrets:
-                    item = {**item, "value": "***"}
+                    item = {**item, "value": MASK}
                 masked.append(item)
             if items:
                 values["workload"] = {**values["workload"], key: masked}
