@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from helm_nemo.values.plan import ReleasePlan
 
 from helm_nemo import resources as paths
-from helm_nemo.targets.shell import MASK, Secrets, comment, heredoc, quote, text_of
+from helm_nemo.secrets import MASK
+from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
 from helm_nemo.user_errors import Problem, UserError, json_path, raise_if_problems
 from helm_nemo.values import value_at
 
