@@ -15,12 +15,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
-# option -> (parameter, "flag" | "value" | "values"), as cli/releases.py declares them for click
+# option -> (parameter, "flag" | "value" | "values" (repeatable)), as cli/releases.py declares them for click
 _VALUES = {
     "-f": ("values_files", "values"),
     "--values": ("values_files", "values"),
     "--root": ("root", "value"),
     "--show-secrets": ("show_secrets", "flag"),
+    "--mask": ("mask_names", "values"),
 }
 _RELEASE = {
     **_VALUES,
@@ -42,6 +43,7 @@ _COMMON_DEFAULTS = {
     "values_files": (),
     "root": None,
     "show_secrets": False,
+    "mask_names": (),
     "chart": None,
     "chart_version": None,
     "chart_repo": None,
@@ -102,7 +104,7 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
         return None
     options, defaults = COMMANDS[command]
     params: dict[str, Any] = {**_COMMON_DEFAULTS, **defaults}
-    values: list[str] = []
+    repeated: dict[str, list[str]] = {}
     positional: list[str] = []
     index = 0
     while index < len(args):
@@ -135,9 +137,11 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
         if not attached or (attached.startswith("-") and not (kind == "values" and attached == "-")):
             return None
         if kind == "values":
-            values.append(attached)
+            repeated.setdefault(parameter, []).append(attached)
         else:
             params[parameter] = attached
+    values = repeated.pop("values_files", [])
+    params.update((parameter, tuple(given)) for parameter, given in repeated.items())
     if not values or len(positional) > 1:
         return None
     if any(v != "-" and os.path.isdir(v) for v in values):

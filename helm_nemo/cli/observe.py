@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from helm_nemo.cli import PASSTHROUGH, _debug, _out, _say, _traceback
+from helm_nemo.cli import PASSTHROUGH, _debug, _out, _say, _traceback, mask_option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -57,7 +57,8 @@ _VALUES_HELP = "Values or recipe file whose releases to show (several merge as h
 @click.option(
     "--root", type=click.Path(file_okay=False, exists=True), default=None, help="As for install (--target slurm)."
 )
-@click.option("--show-secrets", is_flag=True, help="Print values from the environment instead of ***.")
+@click.option("--show-secrets", is_flag=True, help="Print secrets from the environment instead of ***.")
+@mask_option
 @click.option("-n", "--namespace", default=None, help="Namespace (default: HELM_NAMESPACE, else the context's).")
 @click.option(
     "--target",
@@ -85,6 +86,7 @@ def status(
     values_files: tuple[str, ...],
     root: str | None,
     show_secrets: bool,
+    mask_names: tuple[str, ...],
     namespace: str | None,
     target: str,
     output: str,
@@ -113,6 +115,7 @@ def status(
             values_files=values_files,
             root=root,
             show_secrets=show_secrets,
+            mask_names=mask_names,
             chart=None,
             chart_version=None,
             chart_repo=None,
@@ -125,7 +128,7 @@ def status(
     def body() -> int:
         from helm_nemo.actions import status as action
 
-        with secrets.collecting(show=show_secrets):
+        with secrets.collecting(show=show_secrets, mask=mask_names):
             names = action.release_targets(list(values_files), release)
             client = action.connect(extra, namespace)
             run = action.run_inputs_for(list(values_files), names)

@@ -66,6 +66,7 @@ def run_release(
     namespace,
     release,
     extra: list[str],
+    mask_names=(),
     **options,
 ) -> None:
     """Run release command `name` (a key of BODIES) and exit with its code."""
@@ -74,7 +75,7 @@ def run_release(
 
     body, names_only = BODIES[name]
     try:
-        with secrets.collecting(show=show_secrets), forwarding_signals():
+        with secrets.collecting(show=show_secrets, mask=mask_names), forwarding_signals():
             try:
                 with stopping_at_once():
                     if names_only and options.get("target", "kubernetes") == "kubernetes":

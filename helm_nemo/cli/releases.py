@@ -8,12 +8,12 @@ import sys
 
 import click
 
-from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceback
+from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceback, mask_option
 from helm_nemo.cli import release_commands as run
 
 
 def _values_options(func):
-    """-f/--values (several merge like helm's), --root, --show-secrets: every command that reads values."""
+    """-f/--values (several merge like helm's), --root, --show-secrets, --mask: every command that reads values."""
     func = click.option(
         "-f",
         "--values",
@@ -33,10 +33,10 @@ def _values_options(func):
     func = click.option(
         "--show-secrets",
         is_flag=True,
-        help="Print values taken from the environment instead of *** in messages and helm's output "
+        help="Print secrets taken from the environment instead of *** in messages and helm's output "
         "(--target slurm: write secret values into the script in clear).",
     )(func)
-    return func
+    return mask_option(func)
 
 
 def _release_options(func):
@@ -120,7 +120,18 @@ def _release_command(body):
     @functools.wraps(body)
     @click.pass_context
     def command(
-        ctx, /, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options
+        ctx,
+        /,
+        values_files,
+        root,
+        show_secrets,
+        mask_names,
+        chart,
+        chart_version,
+        chart_repo,
+        namespace,
+        release,
+        **options,
     ):
         from helm_nemo.cli.release_commands import helm_extra, run_release
 
@@ -130,6 +141,7 @@ def _release_command(body):
             values_files=values_files,
             root=root,
             show_secrets=show_secrets,
+            mask_names=mask_names,
             chart=chart,
             chart_version=chart_version,
             chart_repo=chart_repo,
@@ -226,6 +238,7 @@ def diff(
     values_files,
     root,
     show_secrets,
+    mask_names,
     chart,
     chart_version,
     chart_repo,
@@ -240,7 +253,7 @@ def diff(
     from helm_nemo import secrets
     from helm_nemo.user_errors import UserError
 
-    with secrets.collecting(show=show_secrets):
+    with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             extra = run.helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root, extra=extra)
@@ -281,7 +294,9 @@ def diff(
 @click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
 @_target_option
-def validate(values_files, root, show_secrets, chart, chart_version, chart_repo, plain_http, ca_file, release, target):
+def validate(
+    values_files, root, show_secrets, mask_names, chart, chart_version, chart_repo, plain_http, ca_file, release, target
+):
     """Check a values or recipe file (substitution, files, schema, the charts' cross-field rules) without
     installing or rendering anything; with --target slurm, also the slurm: section and everything the Slurm
     job needs. An oci:// chart that is not a released shipped chart is pulled with `helm pull` (the chart only:
@@ -290,7 +305,7 @@ def validate(values_files, root, show_secrets, chart, chart_version, chart_repo,
     from helm_nemo import secrets
 
     registry = (["--plain-http"] if plain_http else []) + (["--ca-file", ca_file] if ca_file else [])
-    with secrets.collecting(show=show_secrets):
+    with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root=root, extra=registry)
             if target == "slurm":

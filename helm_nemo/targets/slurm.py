@@ -36,6 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from helm_nemo.values.release_plan import ReleasePlan
 
+from helm_nemo.secrets import MASK
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
 from helm_nemo.targets.slurm_launch import NEMO_CONFIG_NAME, SlurmLaunch
 from helm_nemo.targets.slurm_values import schema
@@ -310,14 +311,14 @@ class _Renderer(SlurmLaunch):
         section = secrets.mask({key: s[key] for key in order if key in s}, ("slurm",))
         if section.get("env"):
             section["env"] = {
-                k: ("***" if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
+                k: (MASK if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
             }
         for key in ("envs",):
             items = (values.get("workload") or {}).get(key) or []
             masked = []
             for item in items:
                 if isinstance(item, dict) and item.get("name") in secrets.declared and not self.show_secrets:
-                    item = {**item, "value": "***"}
+                    item = {**item, "value": MASK}
                 masked.append(item)
             if items:
                 values["workload"] = {**values["workload"], key: masked}
