@@ -256,3 +256,13 @@ def errors(
     for problem in unread:
         err(f"warning: cannot read the log of {problem}")
     return 1 if any(g.signature.fatal for g in groups) else 0
+
+
+def errors_offline(paths: list[str], *, output: str = "text", out: Echo, stdin: object = None) -> int:
+    """`helm nemo logs --errors --file LOG…`: the verdict over log files (no cluster). Exit 1 when a failure is
+    found, 0 when none; bad input (a missing file, a binary file, an empty folder) raises UserError (2)."""
+    from helm_nemo.diagnose import diagnose_paths, render
+
+    diagnosis = diagnose_paths(paths, stdin)
+    out(render.as_json(diagnosis) if output == "json" else render.text(diagnosis, what="file(s)"))
+    return 1 if diagnosis.failed else 0

@@ -36,28 +36,23 @@ def diagnose_texts(
     scans = []
     for item in texts:
         name, text = item[0], item[1]
-        base = item[2] if len(item) > 2 else None  # type: ignore[misc]
+        base = item[2] if len(item) > 2 else None
         scans.append(scan(text, name, node=(nodes or {}).get(name, ""), base=base))
     diagnosis = decide(scans, extra, kind=kind)
     if dumps and diagnosis.cause is not None and diagnosis.cause.klass == "nccl-timeout":
         from helm_nemo.diagnose import flight
+        from helm_nemo.diagnose.events import Hang
 
         read = {}
         for rank, path in sorted(dumps.items()):
             try:
                 read[rank] = flight.load(path)
             except (OSError, ValueError) as err:
-                diagnosis.hang = diagnosis.hang or _hang()
+                diagnosis.hang = diagnosis.hang or Hang()
                 diagnosis.hang.notes.append(str(err))
         if read:
             diagnosis.hang = flight.analyse(read, diagnosis.hang)
     return diagnosis
-
-
-def _hang():  # type: ignore[no-untyped-def]
-    from helm_nemo.diagnose.events import Hang
-
-    return Hang()
 
 
 def diagnose_paths(paths: list[str], stdin: object = None) -> Diagnosis:

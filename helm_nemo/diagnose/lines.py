@@ -83,7 +83,12 @@ def trigger() -> re.Pattern[str]:
     """One pattern that finds every line worth a closer look (a signature, a traceback, torchrun's summary,
     a Python exception line): the only regular expression run over the whole text."""
     parts = [sig.pattern.pattern for sig in signatures()]
-    parts += [r"Traceback \(most recent call last\)", r"Root Cause \(first observed failure\)", r"Failures:[ \t\r]*$", EXCEPTION_NAME]
+    parts += [
+        r"Traceback \(most recent call last\)",
+        r"Root Cause \(first observed failure\)",
+        r"Failures:[ \t\r]*$",
+        EXCEPTION_NAME,
+    ]
     return re.compile("|".join(f"(?:{p})" for p in parts), re.M)
 
 

@@ -71,7 +71,9 @@ def text(diagnosis: Diagnosis, *, what: str = "log(s)") -> str:
             if shown > MAX_CONSEQUENCES:
                 lines.append("  …")
                 break
-            lines.append(f"  {event.klass or event.signature} ({event.signature}) {where(event)}: {core(event.text, 120)}")
+            lines.append(
+                f"  {event.klass or event.signature} ({event.signature}) {where(event)}: {core(event.text, 120)}"
+            )
     lines.append(f"read {diagnosis.sources} {what}")
     return "\n".join(lines)
 

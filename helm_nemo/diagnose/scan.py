@@ -40,6 +40,7 @@ class _Text:
     def __init__(self, text: str) -> None:
         self.text = text
         self._pos, self._number = 0, 1
+        self.trail: bool | None = None  # the text holds NCCL's error-return trail (found once, when asked)
 
     def number(self, pos: int) -> int:
         if pos >= self._pos:
@@ -101,7 +102,7 @@ def _event(out: SourceScan, sig: L.Signature, line: Line, text: str | None = Non
         sig.hint,
         out.source,
         line[1],
-        shown[:500],
+        shown[:2000],
         at,
         extra.get("rank") or L.rank_of(rest),
         extra.get("node") or out.node,
@@ -124,9 +125,47 @@ def _plain(out: SourceScan, reader: _Text, line: Line, at: str, own: str, body: 
             what_line, what_sig = named
             _event(out, what_sig, what_line)
             return
+    if sig.id == "nccl-warn":
+        trail = _nccl_trail(reader, body)
+        if trail is not None:
+            _event(out, trail, line)
+            return
     if L.warning_level(body) and not sig.warned and sig.role != "consequence":
         sig = L.Signature(sig.id, sig.klass, "warning", sig.pattern, sig.title, sig.hint)
+    if sig.id in SIGNAL_IDS and "received by PID" not in body:
+        said = _signal_line(reader, line)
+        if said is not None:
+            _event(out, sig, said, f"{body.strip()} / {L.stamp(said[2])[1].strip()}")
+            return
     _event(out, sig, line)
+
+
+SIGNAL_IDS = ("sigkill", "segfault", "abort", "bus-error", "survivor-sigterm")
+_TRAIL = re.compile(r"NCCL INFO \S+:\d+ -> [1-9]")
+
+
+def _signal_line(reader: _Text, line: Line) -> Line | None:
+    """torchrun's `traceback : Signal 11 (SIGSEGV) received by PID 6421` after an `exitcode : -11` line."""
+    for count, following in enumerate(reader.after(line)):
+        if count > 3:
+            return None
+        if "received by PID" in following[2]:
+            return following
+    return None
+
+
+def _nccl_trail(reader: _Text, body: str) -> L.Signature | None:
+    """An `NCCL WARN` in a log with NCCL's error-return trail (`NCCL INFO init.cc:519 -> 2`) is an NCCL error
+    (named by what the warning says when it names a class: `Cuda failure 'out of memory'`)."""
+    if reader.trail is None:
+        reader.trail = _TRAIL.search(reader.text) is not None
+    if not reader.trail:
+        return None
+    said = L.match(body.split("NCCL WARN", 1)[1])
+    if said is not None and said.role == "cause" and said.id != "nccl-warn":
+        return L.Signature(said.id, said.klass, "cause", said.pattern, said.title, said.hint, True)
+    base = L.by_id()["nccl-error"]
+    return L.Signature("nccl-warn-error", base.klass, "cause", base.pattern, base.title, base.hint, True)
 
 
 def _what(reader: _Text, line: Line) -> tuple[Line, L.Signature] | None:
@@ -160,6 +199,8 @@ def _traceback(out: SourceScan, reader: _Text, line: Line, base: Path | None) ->
 
 def _summary(out: SourceScan, reader: _Text, line: Line, base: Path | None) -> int:
     summary = torchrun.read(line, reader.after(line))
+    if summary.failures and summary.root is None:  # pasted without its Root Cause: the first entry
+        summary.failures[0].root = True
     by_id = L.by_id()
     for failure in summary.failures:
         code = failure.exitcode

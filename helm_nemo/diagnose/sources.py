@@ -14,6 +14,10 @@ from pathlib import Path
 from helm_nemo.diagnose import flight
 from helm_nemo.user_errors import Problem, UserError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 SNIFF = 8192
 SKIPPED = {"case.yaml", "error.json"}
 
@@ -39,8 +43,8 @@ def read(paths: list[str], stdin: object = None) -> Logs:
     out = Logs()
     for given in paths:
         if given == "-":
-            stream = stdin if stdin is not None else sys.stdin
-            text = stream.read()  # type: ignore[attr-defined]
+            stream: Any = stdin if stdin is not None else sys.stdin
+            text = stream.read()
             if isinstance(text, bytes):
                 text = text.decode("utf-8", errors="replace")
             out.texts.append(("<stdin>", text, None))

@@ -40,7 +40,7 @@ def read_steps(text: str, out: SourceScan) -> None:
         start = max(0, start - TAIL * 4)  # no step in the tail: look further back
     if not last:
         return
-    out.last_step_pos = max(v[1] for v in last.values())
+    out.last_step_pos = max(v[3] for v in last.values())  # the start of the last step line
     for prefix, (step, _, at, line_start) in sorted(last.items()):
         rank = L.rank_of(prefix + ":") if prefix else ""
         who = f"{out.source} [rank {rank}]" if rank and len(last) > 1 else out.source

@@ -43,7 +43,16 @@ if TYPE_CHECKING:  # annotations only
 
 # exit code of a worker killed by a signal (negative: the signal number) -> signature id
 SIGNALS = {9: "sigkill", 11: "segfault", 6: "abort", 7: "bus-error", 15: "survivor-sigterm", 2: "survivor-sigterm"}
-SIGNAL_NAMES = {9: "SIGKILL", 11: "SIGSEGV", 6: "SIGABRT", 7: "SIGBUS", 15: "SIGTERM", 2: "SIGINT", 4: "SIGILL", 8: "SIGFPE"}
+SIGNAL_NAMES = {
+    9: "SIGKILL",
+    11: "SIGSEGV",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    15: "SIGTERM",
+    2: "SIGINT",
+    4: "SIGILL",
+    8: "SIGFPE",
+}
 # a container's exit code 128+N: killed by signal N
 _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
 _ENTRY = re.compile(r"^\s*\[(\d+)\]:\s*$")
@@ -99,8 +108,8 @@ def read(first: Line, rest: Iterator[Line]) -> Summary:
     for count, (pos, number, raw) in enumerate(rest):
         if count > MAX_LINES:
             break
-        rest = L.stamp(raw)[1].rstrip()
-        body = L.stream(rest)[1]
+        text = L.stamp(raw)[1].rstrip()
+        body = L.stream(text)[1]
         if "Root Cause (first observed failure)" in body:
             root, current, in_message = True, None, False
             out.end = pos + len(raw) + 1
@@ -111,7 +120,7 @@ def read(first: Line, rest: Iterator[Line]) -> Summary:
             if body.strip().startswith("=") and root:
                 break
             continue
-        entry = _ENTRY.match(rest) or _ENTRY.match(body)
+        entry = _ENTRY.match(text) or _ENTRY.match(body)
         if entry:
             current, in_message = Failure(root), False
             out.failures.append(current)

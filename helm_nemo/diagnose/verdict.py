@@ -45,7 +45,7 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     fatal.sort(key=key)
     cause = fatal[0] if fatal else None
     consequences = []
-    for event in fatal[1:]:
+    for event in sorted(fatal[1:], key=lambda e: (e.at, order[e.source], e.line)):
         if not event.why:
             event.why = "after the first cause"
         consequences.append(event)
