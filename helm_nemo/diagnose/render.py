@@ -46,8 +46,11 @@ def text(diagnosis: Diagnosis, *, what: str = "log(s)") -> str:
         if warnings:
             out += f" ({len(warnings)} warning line(s), e.g. {warnings[0].signature}: {core(warnings[0].text, 100)})"
         return out
+    name = cause.klass or cause.signature
+    if cause.klass and cause.signature not in (cause.klass, "python-exception"):
+        name += f" ({cause.signature})"
     lines = [
-        f"FAILED: {cause.klass or cause.signature}: {cause.title}",
+        f"FAILED: {name}: {cause.title}",
         f"  first: {where(cause, diagnosis.kind)}",
         f"  line:  {core(cause.text, 300)}",
         f"  next:  {cause.hint}",
