@@ -204,3 +204,35 @@ def test_offline_cli_exit_codes_and_json(tmp_path):
 def test_bad_input_from_the_library():
     with pytest.raises(UserError):
         diagnose_paths(["/nonexistent/log"])
+
+
+def _metrics(case: str, start: int, end: int):  # type: ignore[no-untyped-def]
+    from helm_nemo.metrics import Request, measure
+
+    return measure(
+        Request(
+            file=str(PUBLIC / case / "log.txt"),
+            start_step=start,
+            end_step=end,
+            batch_size=8,
+            gpus=8,
+            model=None,
+            model_flops=1e12,
+            seq_length=None,
+            accelerator=None,
+            peak_tflops=989.0,
+            precision=None,
+            values=None,
+            release=None,
+        )
+    )
+
+
+def test_metrics_of_a_failed_log_keep_the_step_time_and_say_the_run_failed():
+    failed = _metrics("megatron-deepspeed-396-grad-norm-nan", 5425, 5427)
+    assert failed.step_time_s > 0 and failed.failure is not None
+    assert failed.failure["signature"] == "nan-loss" and failed.as_json()["failure"] == failed.failure
+    assert failed.text().startswith("FAILED: the run failed: nan-loss (line ")
+    healthy = _metrics("megatron-lm-756-healthy-mixtral-h100", 42, 44)
+    assert healthy.failure is None and healthy.as_json()["failure"] is None
+    assert healthy.text().startswith("Average step time")
