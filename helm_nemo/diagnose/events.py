@@ -70,6 +70,8 @@ class SourceScan:
     events: list[Event] = field(default_factory=list)
     steps: list[Steps] = field(default_factory=list)  # last step per rank stream (or of the whole log)
     last_step_pos: int = -1  # offset of the last training step line, -1: none
+    marks: list[tuple[int, int]] = field(default_factory=list)  # (offset, step) of the step lines of the tail
+    skipped: int = 0  # characters at the start not read (a long log: its failure is at its end)
     stamped: bool = False  # the lines carry the kubelet's time
     lines: int = 0
     node: str = ""

@@ -32,6 +32,8 @@ PYTHON_EXCEPTION = L.Signature(
     "the exception line says what failed and the frames above it where; the first rank to raise holds the cause",
 )
 WHAT = "what():"
+MARGIN = 256 << 10  # characters read before the last step line
+NO_STEP_TAIL = 1 << 20  # characters read of a log without a step line
 
 
 class _Text:
@@ -69,9 +71,18 @@ class _Text:
 def scan(text: str, source: str, *, node: str = "", base: Path | None = None) -> SourceScan:
     """The events of one log text. `base`: the folder torchrun's relative error files are looked up in."""
     out = SourceScan(source, node=node)
+    S.read_steps(text, out)
+    # A failure ends the run: what comes before the last training steps went on (a retry that succeeded).
+    # A long log is read from a margin before its last step line (or, without one, its last MB).
+    if out.marks:
+        out.skipped = max(0, out.last_step_pos - MARGIN)
+    else:
+        out.skipped = max(0, len(text) - NO_STEP_TAIL)
+    if out.skipped:
+        out.skipped = text.find("\n", out.skipped) + 1
     reader = _Text(text)
-    skip = 0
-    for found in L.trigger().finditer(text):
+    skip = out.skipped
+    for found in L.trigger().finditer(text, out.skipped):
         if found.start() < skip:
             continue
         line = reader.line_at(found.start())
@@ -87,7 +98,6 @@ def scan(text: str, source: str, *, node: str = "", base: Path | None = None) ->
         else:
             _plain(out, reader, line, at, own, body)
     out.lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    S.read_steps(text, out)
     return out
 
 

@@ -15,6 +15,7 @@ consequence.
 from __future__ import annotations
 
 from helm_nemo.diagnose.events import TIERS, Diagnosis, Event, Hang, SourceScan, Steps
+from helm_nemo.diagnose.steps import went_on
 
 GENERIC = ("python-exception", "worker-exit")
 
@@ -25,9 +26,9 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     for event in extra or []:
         order.setdefault(event.source, len(order))
     events = [event for scan in scans for event in scan.events] + list(extra or [])
-    last_step = {scan.source: scan.last_step_pos for scan in scans}
+    marks = {scan.source: scan.marks for scan in scans}
     for event in events:
-        if event.role in ("cause", "weak") and not _lasting(event) and last_step.get(event.source, -1) > event.pos:
+        if event.role in ("cause", "weak") and not _lasting(event) and went_on(marks.get(event.source, []), event.pos):
             event.role, event.why = "warning", "training went on after it"
     timed_out = any(e.klass == "nccl-timeout" and e.fatal for e in events)
     for event in events:
