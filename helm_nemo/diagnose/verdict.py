@@ -30,6 +30,11 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     for event in events:
         if event.role in ("cause", "weak") and not _lasting(event) and went_on(marks.get(event.source, []), event.pos):
             event.role, event.why = "warning", "training went on after it"
+    _after_the_error(scans)
+    if any(scan.steps for scan in scans):
+        for event in events:
+            if event.klass == "rendezvous" and event.role == "cause" and _started_before(scans, event):
+                event.role, event.why = "weak", "the store was lost after training started (its host stopped)"
     timed_out = any(e.klass == "nccl-timeout" and e.fatal for e in events)
     for event in events:
         if event.signature == "abort" and event.role == "cause" and timed_out:
@@ -54,6 +59,26 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     if cause is not None and cause.klass == "nccl-timeout":
         diagnosis.hang = behind(scans)
     return diagnosis
+
+
+def _after_the_error(scans: list[SourceScan]) -> None:
+    """torchrun's report that a worker exited (an exit code, ChildFailedError) after an error that worker's
+    log already shows is that error's consequence."""
+    for scan in scans:
+        first = None
+        for event in scan.events:
+            if event.signature in ("worker-exit", "signal") and first is not None and event.role == "cause":
+                event.role, event.why = "consequence", "the worker's exit after the error above"
+            if event.fatal and event.role in ("cause", "weak") and first is None:
+                first = event
+
+
+def _started_before(scans: list[SourceScan], event: Event) -> bool:
+    """Training had started (a step line) before `event`: in any log by the kubelet's time, else in its own."""
+    if event.at:
+        return any(s.at and s.at < event.at for scan in scans for s in scan.steps)
+    mine = next((scan for scan in scans if scan.source == event.source), None)
+    return bool(mine and any(pos < event.pos for pos, _ in mine.marks))
 
 
 def _lasting(event: Event) -> bool:
