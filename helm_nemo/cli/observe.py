@@ -167,6 +167,12 @@ def status(
     "--errors-tail", type=click.IntRange(1), default=500, show_default=True, help="Lines per pod --errors reads."
 )
 @click.option(
+    "--file",
+    "log_files",
+    multiple=True,
+    help="--errors without a cluster: a log file (one per pod or rank; repeat), a folder of them, or - for stdin.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Choice(["text", "json"]),
@@ -188,11 +194,27 @@ def logs(
     timestamps: bool,
     errors: bool,
     errors_tail: int,
+    log_files: tuple[str, ...],
     output: str,
 ) -> None:
-    """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors finds
-    NCCL errors and timeouts, CUDA OOM, Xid/ECC, segfaults and Python tracebacks in every pod's recent log."""
+    """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors names
+    the first cause of a failed run (and what followed from it) from every pod's recent log, or from log
+    files with --file (no cluster). Exit 1 when a failure is found, 0 when none."""
     from helm_nemo.cli.release_commands import helm_extra
+
+    if log_files:
+        if release or values_files:
+            from helm_nemo.cli import _usage_error
+
+            _usage_error("--file reads log files, not a release", "give either --file LOG or a release")
+
+        def offline() -> int:
+            from helm_nemo.actions import status as action
+
+            return action.errors_offline(list(log_files), output=output, out=_out)
+
+        _run(offline)
+        return
 
     if release and release.endswith((".yaml", ".yml", ".json")):
         from helm_nemo.cli import _usage_error

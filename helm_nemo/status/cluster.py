@@ -23,12 +23,11 @@ from helm_nemo.status.progress import Progress, RunInputs, progress
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable
-    from types import ModuleType
     from typing import Any
 
     from helm_nemo.dataprep.progress import ShardProgress
     from helm_nemo.kube.client import KubeClient
-    from helm_nemo.status.signatures import Hit
+    from helm_nemo.diagnose.events import Diagnosis
 
 INSTANCE = "app.kubernetes.io/instance"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
@@ -59,7 +58,8 @@ class ReleaseStatus:
     rank0: str | None = None
     progress: Progress | None = None
     events: list[objects.EventLine] = field(default_factory=list)
-    hits: list[Hit] = field(default_factory=list)  # signatures.Hit in the failed pods' logs
+    diagnosis: Diagnosis | None = None  # the first cause, when the logs read (and pod states) show a failure
+    texts: dict[str, str] = field(default_factory=dict)  # pod -> the log tail read this refresh
     last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
     notes: list[str] = field(default_factory=list)
     data_prep: bool = False  # a data-prep release: its Job carries helm-nemo.dev/data-prep
@@ -147,8 +147,6 @@ def read_statuses(
     tail: int = TAIL_LINES,
 ) -> list[ReleaseStatus]:
     """The status of each release (in the order given)."""
-    from helm_nemo.status import signatures
-
     run_inputs = run_inputs or {}
     ns = namespace
     selector = {"labelSelector": _selector(INSTANCE, releases)}
@@ -211,7 +209,7 @@ def read_statuses(
                 texts = _read_shards(client, status, data_prep_jobs[name], by_release.get(name, []), shard_lists)
             elif status.workload is not None and ordered:
                 _read_progress(client, status, ordered, run_inputs.get(name), now, stall_factor, tail)
-            _read_failures(client, status, by_release.get(name, []), signatures, texts)
+            _read_failures(client, status, by_release.get(name, []), texts)
     return [out[name] for name in releases]
 
 
@@ -296,6 +294,7 @@ def _read_progress(
         except KubeApiError as err:
             status.notes.append(f"cannot read the log of {name}: {err.code} {err.message}")
             continue
+        status.texts[name] = text
         found = progress(text, run, name=name, **kwargs)
         if status.rank0 is None:
             status.rank0 = name
@@ -311,11 +310,12 @@ def _read_failures(
     client: KubeClient,
     status: ReleaseStatus,
     pods: list[dict[str, Any]],
-    signatures: ModuleType,
     texts: dict[str, str] | None = None,
 ) -> None:
-    """The last lines of the first pods that failed (their previous container when it restarted), and the
-    failure signatures in them; `texts`: logs read already this refresh (pod -> text), not read again."""
+    """The last lines of the first pods that failed (their previous container when it restarted), then one
+    diagnosis (helm_nemo.diagnose) over them, the logs read already this refresh and the pods' states: the
+    first cause across pods by the kubelet's line times."""
+    from helm_nemo.diagnose import diagnose_texts, pods as pod_states
     from helm_nemo.kube import KubeApiError
 
     fatal = [
@@ -325,6 +325,7 @@ def _read_failures(
     ]
     fatal.sort(key=lambda p: p.at or "~")
     by_name = {p["metadata"]["name"]: p for p in pods}
+    read = dict(status.texts)
     for problem in fatal[:FAILED_PODS_READ]:
         pod = by_name.get(problem.pod)
         if pod is None:
@@ -343,6 +344,17 @@ def _read_failures(
                 )
             except KubeApiError:
                 continue
-        status.hits += signatures.scan(text, problem.pod)
+        read[problem.pod] = text
         lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
         status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]
+    for name, text in (texts or {}).items():
+        read.setdefault(name, text)
+    states = pod_states.events(status.pods.problems)
+    if not read and not states:
+        return
+    order = {p["metadata"]["name"]: n for n, p in enumerate(rank_pods(pods))}
+    ordered = sorted(read.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in pods}
+    diagnosis = diagnose_texts(ordered, kind="pod", extra=states, nodes=nodes)
+    if diagnosis.failed:
+        status.diagnosis = diagnosis

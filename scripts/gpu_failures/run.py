@@ -11,8 +11,9 @@ multicast stays off (NCCL_NVLS_ENABLE=0, the GPU machine's rule).
 Every line a pod prints is kept as `kubectl logs --timestamps` prints it: the time it was read (RFC 3339 with
 nanoseconds, as the kubelet stamps a container's output), a space, the line. When a pod fails, the others are
 stopped as JobSet does when a child Job fails: about a second later they are deleted, which for the chart's
-command (bash as PID 1, no SIGTERM handler) means SIGKILL to every process after terminationGracePeriodSeconds. Written to OUT/<case>/: node-<i>.log, result.json (exit codes as the kubelet
-reports them: 128+signal when killed), and the flight-recorder dumps a case made.
+command (bash as PID 1, no SIGTERM handler) means SIGKILL to every process after terminationGracePeriodSeconds.
+Written to OUT/<case>/: node-<i>.log, result.json (exit codes as the kubelet reports them: 128+signal when
+killed), and the flight-recorder dumps a case made.
 """
 
 from __future__ import annotations
@@ -108,8 +109,17 @@ class Pod:
         self.index = index
         self.log = log
         if shm:  # a private /dev/shm of 1 MiB: the pod has no shared-memory volume
-            argv = ["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                    'mount -t tmpfs -o size=1m shm /dev/shm && exec "$@"', "pod", *argv]
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "bash",
+                "-c",
+                'mount -t tmpfs -o size=1m shm /dev/shm && exec "$@"',
+                "pod",
+                *argv,
+            ]
         self.proc = subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
         )
@@ -232,7 +242,11 @@ def run_case(name: str, case: dict, out: Path, port_offset: int = 0) -> dict:
 def versions() -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version()))}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+    }
     import lightning
 
     info["lightning"] = lightning.__version__

@@ -26,7 +26,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from progress_printer import ProgressPrinter  # noqa: E402  (NeMo's file, taken from the nemo_toolkit wheel)
+from progress_printer import ProgressPrinter  # NeMo's file, taken from the nemo_toolkit wheel
 
 FAULT = os.environ.get("FAULT", "none")
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
