@@ -140,6 +140,11 @@ def _plain(out: SourceScan, reader: _Text, line: Line, at: str, own: str, body: 
         if trail is not None:
             _event(out, trail, line)
             return
+    if sig.klass == "nccl-error":
+        detail = _last_error(reader, line)
+        if detail is not None:
+            _detailed(out, sig, detail)
+            return
     if L.warning_level(body) and not sig.warned and sig.role != "consequence":
         sig = L.Signature(sig.id, sig.klass, "warning", sig.pattern, sig.title, sig.hint)
     if sig.id in SIGNAL_IDS and "received by PID" not in body:
@@ -152,6 +157,28 @@ def _plain(out: SourceScan, reader: _Text, line: Line, at: str, own: str, body: 
 
 SIGNAL_IDS = ("sigkill", "segfault", "abort", "bus-error", "survivor-sigterm")
 _TRAIL = re.compile(r"NCCL INFO \S+:\d+ -> [1-9]")
+
+
+def _last_error(reader: _Text, line: Line) -> Line | None:
+    """The line after `Last error:` in an NCCL error's message (torch's DistBackendError, ncclRemoteError): NCCL's
+    own words for what failed (`Bootstrap : no socket interface found`, `Error while creating shared memory
+    segment /dev/shm/…`, `socketProgress: Connection closed by remote peer`)."""
+    for count, following in enumerate(reader.after(line)):
+        if count > 6:
+            return None
+        if L.body(following[2]).strip() == "Last error:":
+            detail = next(reader.after(following), None)
+            return detail if detail is not None and L.body(detail[2]).strip() else None
+    return None
+
+
+def _detailed(out: SourceScan, sig: L.Signature, detail: Line) -> Event:
+    """An NCCL error named by its `Last error:` line: that line's own signature when it names a cause (a full
+    /dev/shm is a shared-memory problem, not NCCL's), shown as that line."""
+    said = L.match(L.body(detail[2]))
+    if said is not None and said.role == "cause":
+        sig = said
+    return _event(out, sig, detail, L.body(detail[2]))
 
 
 def _signal_line(reader: _Text, line: Line) -> Line | None:
@@ -195,7 +222,12 @@ def _traceback(out: SourceScan, reader: _Text, line: Line, base: Path | None) ->
     previous: Event | None = None
     for raised in found.raised:
         sig = L.match(raised.message) or PYTHON_EXCEPTION
-        event = _event(out, sig, (raised.pos, raised.number, raised.raw), L.stamp(raised.raw)[1])
+        raised_line = (raised.pos, raised.number, raised.raw)
+        detail = _last_error(reader, raised_line) if "Last error:" in raised.message else None
+        if detail is not None:
+            event = _detailed(out, sig, detail)
+        else:
+            event = _event(out, sig, raised_line, L.stamp(raised.raw)[1])
         if previous is not None and previous.chained:
             # a chain: the specific exception names the cause; a generic one beside it is its consequence
             if previous.signature == "python-exception" and sig is not PYTHON_EXCEPTION:

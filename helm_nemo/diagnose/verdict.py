@@ -35,9 +35,8 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
         for event in events:
             if event.klass == "rendezvous" and event.role == "cause" and _started_before(scans, event):
                 event.role, event.why = "weak", "the store was lost after training started (its host stopped)"
-    timed_out = any(e.klass == "nccl-timeout" and e.fatal for e in events)
     for event in events:
-        if event.signature == "abort" and event.role == "cause" and timed_out:
+        if event.signature == "abort" and event.role == "cause" and _timed_out_before(events, event):
             event.role, event.why = "consequence", "the watchdog aborts the process after a collective timeout"
     fatal = [e for e in events if e.fatal]
     stamped = bool(fatal) and all(e.at for e in fatal)
@@ -71,6 +70,15 @@ def _after_the_error(scans: list[SourceScan]) -> None:
                 event.role, event.why = "consequence", "the worker's exit after the error above"
             if event.fatal and event.role in ("cause", "weak") and first is None:
                 first = event
+
+
+def _timed_out_before(events: list[Event], abort: Event) -> bool:
+    """A collective of the same log timed out before `abort`: the watchdog took its own process down. A timeout
+    seen in another pod (a peer's watchdog, or its dump request) says nothing of this abort."""
+    return any(
+        e.klass == "nccl-timeout" and e.fatal and e.source == abort.source and (e.at, e.pos) <= (abort.at, abort.pos)
+        for e in events
+    )
 
 
 def _started_before(scans: list[SourceScan], event: Event) -> bool:
