@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,14 +20,108 @@ def docs(text: str) -> dict[tuple[str, str], dict]:
     return {(d["kind"], d["metadata"]["name"]): d for d in YAML(typ="safe").load_all(text) if d}
 
 
-def test_generated_only_for_profiles_with_an_nccl_test():
+def test_generated_for_every_profile():
     from helm_nemo.generate.profiles import load_profiles
 
-    with_test = sorted(p["id"] for p in load_profiles().values() if p.get("ncclTest"))
-    assert with_test == ["a3ultra"]
+    profiles = load_profiles()
+    with_test = sorted(p["id"] for p in profiles.values() if p.get("ncclTest"))
+    assert with_test == sorted(profiles)  # every accelerator has its NCCL test
     assert sorted(p.parent.name for p in (ROOT / "charts").glob("*/nccl-test")) == with_test
-    assert 'version: "1.0.0"' in (CHART / "Chart.yaml").read_text()
+    assert 'version: "1.1.0"' in (CHART / "Chart.yaml").read_text()
     assert (CHART / "values.schema.json").is_file() and (CHART / "README.md").is_file()
+
+
+def pod_of(rendered: dict[tuple[str, str], dict]) -> dict:
+    for (kind, _), d in rendered.items():
+        if kind == "Job":
+            return d["spec"]["template"]
+        if kind == "JobSet":
+            return d["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    raise AssertionError("no Job or JobSet")
+
+
+PLACEMENT = ("nodeSelector", "affinity", "tolerations", "hostNetwork", "hostIPC", "resourceClaims")
+
+
+@pytest.mark.parametrize("accelerator", sorted(p.parent.name for p in (ROOT / "charts").glob("*/nccl-test")))
+def test_pods_are_placed_like_the_recipe_pods(helm, accelerator):
+    """Same nodes, networks and claims as the jobset chart's pods (the shared pieces), with the same values."""
+    import yaml
+
+    gpn = yaml.safe_load((ROOT / "values/accelerators" / f"{accelerator}.yaml").read_text())["gpusPerNode"]
+    sets = ["--set", f"workload.gpus={2 * gpn}", "--set", "targetNodepools={pool-a}", "--set", "avoidNodes={bad-1}"]
+    test = pod_of(docs(helm.template("t", ROOT / "charts" / accelerator / "nccl-test", *sets).stdout))
+    job = pod_of(
+        docs(helm.template("t", ROOT / "charts" / accelerator / "jobset", *sets, "--set", "workload.image=x").stdout)
+    )
+    for key in PLACEMENT:
+        assert test["spec"].get(key) == job["spec"].get(key), key
+    for key in ("networking.gke.io/interfaces", "networking.gke.io/default-interface"):
+        assert test["metadata"]["annotations"].get(key) == job["metadata"]["annotations"].get(key), key
+    work = {c["name"]: c for c in test["spec"]["containers"]}["workload"]
+    recipe = {c["name"]: c for c in job["spec"]["containers"]}["workload"]
+    assert work["resources"] == recipe["resources"]  # GPUs, EFA devices, hugepages, DRA claims
+    assert [c["name"] for c in test["spec"].get("initContainers", [])] == [
+        c["name"] for c in job["spec"].get("initContainers", [])
+    ]  # the TCPX/TCPXO daemon and plugin installer as the recipe's pods have them
+
+
+def test_images_without_a_key_get_one_secret_that_every_pod_trusts(helm):
+    out = docs(helm.template("t", ROOT / "charts/p5/nccl-test", "--set", "workload.gpus=16").stdout)
+    secret = out[("Secret", "t-ssh")]
+    import base64
+
+    assert base64.b64decode(secret["data"]["id_rsa"]).startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    pod = out[("Job", "t")]["spec"]["template"]["spec"]
+    assert {"name": "ssh-key", "secret": {"secretName": "t-ssh", "defaultMode": 0o400}} in pod["volumes"]
+    (w,) = pod["containers"]
+    assert w["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32
+    launcher = out[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"]
+    assert "ssh-keygen -y -f /root/.ssh/id_rsa > /root/.ssh/authorized_keys" in launcher
+    assert "/usr/sbin/sshd -p 2222" in launcher and "/opt/nccl-tests/build/${benchmark}_perf" in launcher
+    # Images that carry their own key (the Google NCCL images) get no Secret.
+    assert not [k for k in docs(helm.template("t", CHART).stdout) if k[0] == "Secret"]
+
+
+def test_the_launcher_keeps_the_exit_status_and_logs_the_transport(helm, tmp_path):
+    """Run the launcher's rank-0 path with stand-ins for sshd/ssh/mpirun (programs on PATH that record their
+    arguments and exit 3): the pod's status is the test's, NCCL logs at INFO, all_reduce forces Ring."""
+    launcher = docs(helm.template("t", ROOT / "charts/a4x/nccl-test", "--set", "workload.gpus=12").stdout)[
+        ("ConfigMap", "t-launcher")
+    ]["data"]["launch-workload.sh"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {
+        "service": "exit 0",
+        "ssh": "exit 0",
+        "mpirun": 'echo "$@" >> "$CALLS"; env | grep -E "^NCCL_(DEBUG|ALGO)" | sort >> "$CALLS"; '
+        'case "$*" in *touch*) exit 0 ;; esac; exit 3',
+    }.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(calls),
+        "NNODES": "3",
+        "GPUS_PER_NODE": "4",
+        "HOSTNAME_PREFIX": "t-",
+        "DOMAIN_NAME": "t.ns.svc",
+        "JOB_IDENTIFIER": "t-1",
+        "JOB_COMPLETION_INDEX": "0",
+        "LOG_DIR": str(tmp_path / "logs"),
+        "NCCL_DEBUG": "VERSION",
+        "FI_PROVIDER": "efa",
+    }
+    script = tmp_path / "launch.sh"
+    script.write_text(launcher)
+    run = subprocess.run(["bash", str(script), "--benchmark", "all_reduce"], env=env, capture_output=True, text=True)
+    assert run.returncode == 3, run.stdout + run.stderr  # nccl-tests' status, through the tee
+    recorded = calls.read_text()
+    assert "-np 12 --hostfile /tmp/hostfile-gpus" in recorded  # 3 nodes x 4 GPUs
+    assert "-x FI_PROVIDER" in recorded and "-x NCCL_DEBUG" in recorded
+    assert "NCCL_ALGO=Ring\nNCCL_DEBUG=INFO\nNCCL_DEBUG_SUBSYS=INIT,ENV,NET" in recorded
+    assert "nccl-test: exit status 3" in run.stdout
 
 
 def test_indexed_job_with_the_profile_network_and_own_launcher(helm):

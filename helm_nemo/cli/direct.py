@@ -33,6 +33,13 @@ _RELEASE = {
 }
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
+# preflight's offline fabric judge: declared for the tables' agreement, always left to click (a file that must
+# exist, an integer).
+_NCCL_LOG = {
+    "--nccl-log": ("nccl_log", "value"),
+    "--accelerator": ("accelerator", "value"),
+    "--nodes": ("nodes", "value"),
+}
 _PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
 _WAITS = {
     "--recipe-wait-timeout": ("recipe_wait_timeout", "value"),
@@ -89,8 +96,14 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
         },
     ),
     "preflight": (
-        {**_RELEASE, "-o": ("output", "value"), "--output": ("output", "value"), "--no-color": ("no_color", "flag")},
-        {"output": "text", "no_color": False},
+        {
+            **_RELEASE,
+            "-o": ("output", "value"),
+            "--output": ("output", "value"),
+            "--no-color": ("no_color", "flag"),
+            **_NCCL_LOG,
+        },
+        {"output": "text", "no_color": False, "nccl_log": None, "accelerator": None, "nodes": None},
     ),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
@@ -143,6 +156,8 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
     values = repeated.pop("values_files", [])
     params.update((parameter, tuple(given)) for parameter, given in repeated.items())
     if not values or len(positional) > 1:
+        return None
+    if any(params.get(name) is not None for name in ("nccl_log", "accelerator", "nodes")):
         return None
     if any(v != "-" and os.path.isdir(v) for v in values):
         return None  # click: "is a directory"

@@ -78,7 +78,9 @@ def run_release(
         with secrets.collecting(show=show_secrets, mask=mask_names), forwarding_signals():
             try:
                 with stopping_at_once():
-                    if names_only and options.get("target", "kubernetes") == "kubernetes":
+                    if options.get("nccl_log") or not values_files:
+                        plans = []  # preflight --nccl-log reads a log, not values; without it -f is needed
+                    elif names_only and options.get("target", "kubernetes") == "kubernetes":
                         from helm_nemo.values.recipe import release_names
 
                         plans = release_names(list(values_files), release=release)
@@ -364,13 +366,33 @@ def status(plans, extra, target="slurm"):
     return slurm_cli.status(plans, extra)
 
 
-def preflight(plans, extra, output="text", no_color=False):
+def preflight(plans, extra, output="text", no_color=False, nccl_log=None, accelerator=None, nodes=None):
     """Check the cluster helm would use can run the release(s), read-only: API and version, served kinds,
     namespace and release name, Kueue queue and quota, nodes and free GPUs, the profile's networks,
-    DeviceClasses and CSI drivers, referenced objects, RBAC. Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    DeviceClasses and CSI drivers, referenced objects, RBAC. With --nccl-log FILE --accelerator ID: judge an
+    nccl-tests output instead (fabric.busbw: busbw against the profile's floor, transport, wrong results).
+    Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    if nccl_log or accelerator or nodes:
+        from helm_nemo.fabric.offline import judge_log
+
+        return judge_log(nccl_log, accelerator, nodes, output=output, color=color, out=_out)
+    if not plans:
+        from helm_nemo.user_errors import Problem, UserError
+
+        raise UserError(
+            Problem(
+                None,
+                None,
+                None,
+                "$",
+                "no values file",
+                "-f VALUES (or --nccl-log FILE)",
+                "helm nemo preflight -f values.yaml, or --nccl-log FILE --accelerator ID",
+            )
+        )
     from helm_nemo.actions import preflight as checking
 
-    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
     return checking.run(plans, _helm(), extra, output=output, color=color, out=_out, err=_say)
 
 

@@ -12,13 +12,13 @@ from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceb
 from helm_nemo.cli import release_commands as run
 
 
-def _values_options(func):
+def _values_options(func, values_required: bool = True):
     """-f/--values (several merge like helm's), --root, --show-secrets, --mask: every command that reads values."""
     func = click.option(
         "-f",
         "--values",
         "values_files",
-        required=True,
+        required=values_required,
         multiple=True,
         type=click.Path(dir_okay=False, allow_dash=True),
         help="Values or recipe file; several merge as helm merges them (later wins); - reads stdin.",
@@ -39,8 +39,8 @@ def _values_options(func):
     return mask_option(func)
 
 
-def _release_options(func):
-    func = _values_options(func)
+def _release_options(func, values_required: bool = True):
+    func = _values_options(func, values_required)
     func = click.option(
         "--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values)."
     )(func)
@@ -202,20 +202,47 @@ upgrade = click.command(context_settings=PASSTHROUGH)(
 uninstall = click.command(context_settings=PASSTHROUGH)(
     _release_options(_target_option(_release_command(run.uninstall)))
 )
+
+
+def _nccl_log_options(func):
+    """The offline fabric judge: an nccl-tests log the user ran themselves, instead of values (-f)."""
+    func = click.option(
+        "--nccl-log",
+        type=click.Path(dir_okay=False, exists=True),
+        default=None,
+        metavar="FILE",
+        help="Judge this nccl-tests output (rank 0's log) against the accelerator's bus-bandwidth floor and "
+        "expected transport (check fabric.busbw), instead of checking a cluster; needs --accelerator.",
+    )(func)
+    func = click.option(
+        "--accelerator", default=None, metavar="ID", help="With --nccl-log: the accelerator profile (a3ultra, p5, ...)."
+    )(func)
+    func = click.option(
+        "--nodes",
+        type=click.IntRange(1, 1 << 20),
+        default=None,
+        help="With --nccl-log: nodes of the run (default: the hosts the log lists).",
+    )(func)
+    return func
+
+
 preflight = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        click.option(
-            "-o",
-            "--output",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="text: a checklist; json: one document for scripts.",
-        )(
+        _nccl_log_options(
             click.option(
-                "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal)."
-            )(_release_command(run.preflight))
-        )
+                "-o",
+                "--output",
+                type=click.Choice(["text", "json"]),
+                default="text",
+                show_default=True,
+                help="text: a checklist; json: one document for scripts.",
+            )(
+                click.option(
+                    "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal)."
+                )(_release_command(run.preflight))
+            )
+        ),
+        values_required=False,
     )
 )
 

@@ -75,6 +75,14 @@ _OPTIONAL_NETWORK: dict[str, Any] = {
     "hostIPCFromValues": True,
 }
 
+_OPTIONAL_NCCL_TEST: dict[str, Any] = {
+    "initScript": None,
+    "sharedMemorySize": None,
+    "sshdCommand": "service ssh restart",
+    "sshKeys": "image",
+    "rankPrefix": "",
+}
+
 
 def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
     out = {**_OPTIONAL, **profile}
@@ -89,6 +97,8 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
             **installer,
         }
     out["workloadSecurity"] = {"privileged": "hostNetwork", "capabilities": [], **out["workloadSecurity"]}
+    if out["ncclTest"] is not None:
+        out["ncclTest"] = {**_OPTIONAL_NCCL_TEST, **out["ncclTest"]}
     daemon = out["network"]["daemonSidecar"]
     if daemon is not None:
         out["network"]["daemonSidecar"] = {"env": [], **daemon}
