@@ -292,13 +292,51 @@ def bench_status(cluster, tmp: Path, rounds: int, pods: int, log_mb: int, setup:
     return {"pods": pods, "log_bytes": log_bytes, "steps": expected_steps, **{k: stats(v) for k, v in times.items()}}
 
 
+def bench_nccl(cluster, tmp: Path, rounds: int) -> dict:
+    """`preflight --nccl` of the G4 example on 1 node against plain `preflight`, side by side, Helm 4: its
+    own cost is the difference less the test's run as the cluster records it (the Job's creation to rank 0's
+    end: Kueue, the scheduler, kwok's pod start, the test; details.seconds.in_cluster, 1 s resolution). No
+    emulator figure: the emulator has no Job controller, scheduler or kubelet to run the test's pods."""
+    import test_real_cluster_nccl as tn
+
+    for profile in ("g4",):
+        have = cluster.nodes.get(profile, [])
+        if len(have) < 2:
+            cluster.add_gpu_nodes(profile, 2 - len(have))
+    for driver in ("gcsfuse.csi.storage.gke.io", "parallelstore.csi.storage.gke.io"):
+        cluster.apply(
+            {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver}, "spec": {}}
+        )
+    namespace, env = tn.setup(cluster, tmp, "helm4", "g4", 16, "all_reduce_nvlink_info")
+    env = {**env, "PYTHONPATH": ENV["PYTHONPATH"]}
+    base = [*NEMO, "preflight", "--values", str(tn.G4_RECIPE), "-n", namespace, "-o", "json"]
+    times: dict[str, list[float]] = {"plain": [], "nccl": [], "in_cluster": [], "own_cost": []}
+    for round_ in range(rounds + 1):
+        plain, proc = run(base, env)
+        if proc.returncode:
+            raise SystemExit(f"preflight: exit {proc.returncode}\n{proc.stderr}")
+        nccl, proc = run([*base, "--nccl", "--nccl-nodes", "1"], env)
+        check = next(c for c in json.loads(proc.stdout)["checks"] if c["id"] == "fabric.busbw")
+        if proc.returncode or check["verdict"] != "ok":
+            raise SystemExit(f"preflight --nccl: exit {proc.returncode}: {check['message']}\n{proc.stderr}")
+        if round_:
+            in_cluster = check["details"]["seconds"]["in_cluster"]
+            times["plain"].append(plain)
+            times["nccl"].append(nccl)
+            times["in_cluster"].append(in_cluster)
+            times["own_cost"].append(nccl - plain - in_cluster)
+    return {key: stats(value) for key, value in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pods", type=int, default=512)
     parser.add_argument("--log-mb", type=int, default=50)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=["preflight", "status"], help="one of the two (the status state needs nodes)")
+    parser.add_argument(
+        "--only", choices=["preflight", "status", "nccl"], help="one of them (the status state needs nodes)"
+    )
     args = parser.parse_args()
     from real_cluster import RealCluster
 
@@ -311,6 +349,11 @@ def main() -> int:
         cluster.start()
         try:
             setup["control plane start"] = cluster.timings["start"]
+            if args.only in (None, "nccl"):
+                echo("preflight --nccl rounds ...")
+                result["nccl"] = bench_nccl(cluster, tmp, args.rounds)
+            if args.only == "nccl":
+                return _print(result, setup, began, args)
             setup.update(preflight_state(cluster))
             if args.only != "status":
                 echo("preflight rounds ...")
@@ -320,6 +363,10 @@ def main() -> int:
                 result["status"] = bench_status(cluster, tmp, args.rounds, args.pods, args.log_mb, setup)
         finally:
             cluster.stop()
+    return _print(result, setup, began, args)
+
+
+def _print(result: dict, setup: dict, began: float, args) -> int:
     result["setup_seconds"] = setup
     result["total_seconds"] = time.monotonic() - began
     if args.json:
@@ -346,6 +393,15 @@ def main() -> int:
         for key in ("emulator_verdicts", "real_verdicts"):
             if key in r:
                 print(f"  {key}: {r[key]['summary']}; failed {r[key]['failed']}; {r[key]['capacity']}")
+    if "nccl" in result:
+        r = result["nccl"]
+        print(
+            f"preflight --nccl of {Path('values/examples/g4-llama3-70b-finetune.yaml').name} on 1 node, Helm 4 "
+            f"({args.rounds} rounds, medians; min-max):"
+        )
+        for key in ("plain", "nccl", "in_cluster", "own_cost"):
+            s = r[key]
+            print(f"  {key:17} {s['median']:.3f} s  ({s['min']:.3f}-{s['max']:.3f})")
     print(f"total {result['total_seconds']:.0f} s")
     return 0
 

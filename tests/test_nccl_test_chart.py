@@ -1,6 +1,6 @@
 """The nccl-test chart kind: generated for the profiles that describe their NCCL test (profile `ncclTest`),
 renders gpu-recipes' NCCL test recipe (tests/test_corpus.py: a3ultra-nccl-tests-1 at parity) and, without a
-launcher from the values, runs its own, whose summary lines are checked here on an nccl-tests output."""
+launcher from the values, runs its own, whose summary lines are checked here on an nccl-tests output recorded on GPUs."""
 
 from __future__ import annotations
 
@@ -142,30 +142,21 @@ def test_indexed_job_with_the_profile_network_and_own_launcher(helm):
     assert own[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"].strip() == "echo mine"
 
 
-NCCL_TESTS_OUTPUT = """\
-# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5 iters: 20
-#
-#                                                              out-of-place                       in-place
-#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
-     1048576        262144     float     sum      -1    101.2   10.36   19.42      0    100.9   10.39   19.48      0
-     2097152        524288     float     sum      -1    150.0   13.98   26.21      0    149.1   14.07   26.38      0
-     4194304       1048576     float     sum      -1    240.5   17.44   32.70      0    239.8   17.49   32.79      0
-# Out of bounds values : 0 OK
-# Avg bus bandwidth    : 26.163
-"""
+# Recorded on two H100s (tests/fixtures/nccl/gpu/README.md): all_reduce 8 B-2 GiB with NCCL's INFO lines among
+# the table's, as the chart's launcher logs it.
+RECORDED = ROOT / "tests/fixtures/nccl/gpu/all_reduce_nvlink_info.log"
 
 
-def test_the_launcher_prints_bus_bandwidth_per_message_size(helm, tmp_path):
+def test_the_launcher_prints_bus_bandwidth_per_message_size(helm):
     launcher = docs(helm.template("t", CHART).stdout)[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"]
     program = re.search(r"awk '(.*?)' \"\$log\"", launcher, re.S).group(1)
-    log = tmp_path / "nccl.log"
-    log.write_text(NCCL_TESTS_OUTPUT)
-    got = subprocess.run(["awk", program, str(log)], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert got == [
-        "nccl-test: size=1048576 busbw=19.42 busbw_inplace=19.48",
-        "nccl-test: size=2097152 busbw=26.21 busbw_inplace=26.38",
-        "nccl-test: size=4194304 busbw=32.70 busbw_inplace=32.79",
-        "nccl-test: avg_busbw=26.163",
+    got = subprocess.run(["awk", program, str(RECORDED)], capture_output=True, text=True, check=True)
+    lines = got.stdout.splitlines()
+    assert len(lines) == 29 + 1  # 8 B to 2 GiB by factor 2, then the average; no NCCL INFO line among them
+    assert lines[0] == "nccl-test: size=8 busbw=0.00 busbw_inplace=0.00"
+    assert lines[-3:] == [
+        "nccl-test: size=1073741824 busbw=326.01 busbw_inplace=330.14",
+        "nccl-test: size=2147483648 busbw=340.11 busbw_inplace=341.58",
+        "nccl-test: avg_busbw=94.0476",
     ]
     subprocess.run(["bash", "-n", "-c", launcher], check=True)  # the script parses

@@ -180,6 +180,20 @@ def stopping_at_once() -> Iterator[None]:
         _State.at_once = False
 
 
+@contextmanager
+def signal_set_aside() -> Iterator[int | None]:
+    """A clean-up that must run although a signal arrived (preflight --nccl's temporary release is removed
+    after a Ctrl-C): the remembered signal is set aside while the block starts helm, and remembered again
+    after it. A second signal meanwhile is passed to that helm as any other (it stops the clean-up)."""
+    held = _State.received
+    _State.received = None
+    try:
+        yield held
+    finally:
+        if _State.received is None:
+            _State.received = held
+
+
 def received() -> int | None:
     """The first signal received inside `forwarding_signals()`, if any."""
     return _State.received

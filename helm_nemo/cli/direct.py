@@ -40,6 +40,14 @@ _NCCL_LOG = {
     "--accelerator": ("accelerator", "value"),
     "--nodes": ("nodes", "value"),
 }
+# the fabric test in the cluster: declared for the tables' agreement, left to click when given (an integer, a
+# test that runs minutes: start-up time does not matter).
+_NCCL = {
+    "--nccl": ("nccl", "flag"),
+    "--nccl-nodes": ("nccl_nodes", "value"),
+    "--nccl-timeout": ("nccl_timeout", "value"),
+}
+_NCCL_DEFAULTS = {"nccl": False, "nccl_nodes": None, "nccl_timeout": None}
 _PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
 _WAITS = {
     "--recipe-wait-timeout": ("recipe_wait_timeout", "value"),
@@ -62,12 +70,13 @@ _COMMON_DEFAULTS = {
 COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "install": (
-        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_WAITS},
+        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_NCCL, **_WAITS},
         {
             "skip_manifest_validation": False,
             "target": "kubernetes",
             "no_preflight": False,
             "preflight_only": False,
+            **_NCCL_DEFAULTS,
             **_WAIT_DEFAULTS,
         },
     ),
@@ -102,8 +111,18 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
             "--output": ("output", "value"),
             "--no-color": ("no_color", "flag"),
             **_NCCL_LOG,
+            **_NCCL,
+            "--keep": ("keep", "flag"),
         },
-        {"output": "text", "no_color": False, "nccl_log": None, "accelerator": None, "nodes": None},
+        {
+            "output": "text",
+            "no_color": False,
+            "nccl_log": None,
+            "accelerator": None,
+            "nodes": None,
+            **_NCCL_DEFAULTS,
+            "keep": False,
+        },
     ),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
@@ -158,6 +177,12 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
     if not values or len(positional) > 1:
         return None
     if any(params.get(name) is not None for name in ("nccl_log", "accelerator", "nodes")):
+        return None
+    if (
+        params.get("nccl")
+        or params.get("keep")
+        or any(params.get(n) is not None for n in ("nccl_nodes", "nccl_timeout"))
+    ):
         return None
     if any(v != "-" and os.path.isdir(v) for v in values):
         return None  # click: "is a directory"

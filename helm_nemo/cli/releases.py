@@ -102,6 +102,34 @@ def _wait_options(func):
     return func
 
 
+def _nccl_options(func, keep: bool = False):
+    """The fabric test in the cluster (preflight --nccl, install --nccl)."""
+    func = click.option(
+        "--nccl",
+        is_flag=True,
+        help="After the other checks pass, measure the fabric: install a temporary nccl-test release placed like "
+        "the recipe's pods, judge rank 0's bus bandwidth (check fabric.busbw), remove it.",
+    )(func)
+    func = click.option(
+        "--nccl-nodes",
+        type=click.IntRange(1, 1 << 20),
+        default=None,
+        metavar="N",
+        help="With --nccl: nodes the test runs on (default 2).",
+    )(func)
+    func = click.option(
+        "--nccl-timeout",
+        default=None,
+        metavar="DURATION",
+        help="With --nccl: how long the test may take, image pull included (default 20m).",
+    )(func)
+    if keep:
+        func = click.option(
+            "--keep", is_flag=True, help="With --nccl: leave the test release installed (to read its pods)."
+        )(func)
+    return func
+
+
 def _target_option(func):
     return click.option(
         "--target",
@@ -159,7 +187,9 @@ template = click.command(context_settings=PASSTHROUGH)(
 )
 install = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        _skip_validation_option(_target_option(_preflight_options(_wait_options(_release_command(run.install)))))
+        _skip_validation_option(
+            _target_option(_preflight_options(_nccl_options(_wait_options(_release_command(run.install)))))
+        )
     )
 )
 lint = click.command(context_settings=PASSTHROUGH)(
@@ -228,19 +258,24 @@ def _nccl_log_options(func):
 
 preflight = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        _nccl_log_options(
-            click.option(
-                "-o",
-                "--output",
-                type=click.Choice(["text", "json"]),
-                default="text",
-                show_default=True,
-                help="text: a checklist; json: one document for scripts.",
-            )(
+        _nccl_options(
+            _nccl_log_options(
                 click.option(
-                    "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal)."
-                )(_release_command(run.preflight))
-            )
+                    "-o",
+                    "--output",
+                    type=click.Choice(["text", "json"]),
+                    default="text",
+                    show_default=True,
+                    help="text: a checklist; json: one document for scripts.",
+                )(
+                    click.option(
+                        "--no-color",
+                        is_flag=True,
+                        help="No colours (also when NO_COLOR is set or stdout is no terminal).",
+                    )(_release_command(run.preflight))
+                )
+            ),
+            keep=True,
         ),
         values_required=False,
     )
