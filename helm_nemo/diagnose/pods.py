@@ -55,3 +55,8 @@ def events(problems: list[PodProblem]) -> list[Event]:
             )
         )
     return out
+
+
+def is_state(event: Event) -> bool:
+    """The event is a pod's state (this module's), not a line of its log."""
+    return event.pos == END and event.line == 0
