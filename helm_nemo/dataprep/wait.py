@@ -271,7 +271,7 @@ class StageWait:
         return list(groups.values())
 
     def _for(self, at: str) -> str:
-        from helm_nemo.status.objects import parse_time
+        from helm_nemo.status.conditions import parse_time
         from helm_nemo.status.progress import duration
 
         since = parse_time(at)

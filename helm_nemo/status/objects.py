@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+
+from helm_nemo.status.conditions import clock, conditions, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -46,56 +47,6 @@ SIGNALS = {
     139: "SIGSEGV",
     143: "SIGTERM",
 }
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 time as the API writes it (`2026-01-01T12:04:05Z`, with or without fractions)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def clock(text: str | None) -> str:
-    """`12:04` (UTC) of an API time, or empty."""
-    when = parse_time(text)
-    return when.astimezone(UTC).strftime("%H:%M") if when else ""
-
-
-@dataclass
-class Condition:
-    """One entry of status.conditions."""
-
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-    time: str = ""
-
-    @property
-    def true(self) -> bool:
-        return self.status == "True"
-
-
-def conditions(obj: dict[str, Any]) -> dict[str, Condition]:
-    """status.conditions by type."""
-    out = {}
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(item, dict) and item.get("type"):
-            out[item["type"]] = Condition(
-                item["type"],
-                str(item.get("status", "")),
-                item.get("reason") or "",
-                _one_line(item.get("message") or ""),
-                item.get("lastTransitionTime") or item.get("lastProbeTime") or "",
-            )
-    return out
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -243,7 +194,7 @@ _NODES_AVAILABLE = re.compile(r"^(\d+)/(\d+) nodes are available: (.*)$")
 def condense_scheduling(message: str) -> str:
     """The scheduler's FailedScheduling message, short: `0/54 nodes available: 53 Insufficient nvidia.com/gpu,
     1 untolerated taint {nvidia.com/gpu: present}` (reasons by count, the preemption part dropped)."""
-    text = _one_line(message)
+    text = one_line(message)
     text = re.split(r"\.?\s*preemption: ", text, maxsplit=1)[0].rstrip(".")
     match = _NODES_AVAILABLE.match(text)
     if not match:
@@ -292,7 +243,7 @@ def _terminated_words(term: dict[str, Any]) -> tuple[str, int | None, str]:
     words = f"exit code {code}" + (f" ({signal})" if signal else "")
     if term.get("signal"):
         words += f", signal {term['signal']}"
-    message = _one_line(term.get("message") or "")
+    message = one_line(term.get("message") or "")
     if message:
         words += f": {message[:200]}"
     return words, code if isinstance(code, int) else None, reason
@@ -309,7 +260,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
         return PodProblem(
             name,
             "Evicted",
-            f"evicted: {_one_line(status.get('message') or '')}".rstrip(": "),
+            f"evicted: {one_line(status.get('message') or '')}".rstrip(": "),
             at=_pod_time(status),
             rank=rank,
         )
@@ -347,7 +298,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
         if waiting.get("reason") in WAITING_FAILURES:
             reason = waiting["reason"]
             words = WAITING_FAILURES[reason]
-            detail = _one_line(waiting.get("message") or "")
+            detail = one_line(waiting.get("message") or "")
             if reason == "CrashLoopBackOff" and last:
                 term_words, code, term_reason = _terminated_words(last)
                 reason_word = f"{term_reason}, " if term_reason and term_reason != "Error" else ""
@@ -393,7 +344,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
                 rank=rank,
             )
     if phase == "Failed":
-        message = _one_line(status.get("message") or "")
+        message = one_line(status.get("message") or "")
         return PodProblem(
             name, status.get("reason") or "Failed", message or "the pod failed", at=_pod_time(status), rank=rank
         )
@@ -575,7 +526,7 @@ def event_time(event: dict[str, Any]) -> str:
 
 def event_message(event: dict[str, Any]) -> str:
     """An event's message (core/v1) or note (events.k8s.io) on one line."""
-    return _one_line(event.get("message") or event.get("note") or "")
+    return one_line(event.get("message") or event.get("note") or "")
 
 
 def warning_events(
