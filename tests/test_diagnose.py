@@ -239,7 +239,7 @@ def test_metrics_of_a_failed_log_keep_the_step_time_and_say_the_run_failed():
 
 
 def _killed(pod: str, exit_code: int, at: str, reason: str = "Error"):  # type: ignore[no-untyped-def]
-    from helm_nemo.status.objects import PodProblem
+    from helm_nemo.status.pods import PodProblem
 
     words = f"exit code {exit_code} (SIGKILL)" if reason == "Error" else "out of memory (OOMKilled)"
     return PodProblem(pod, reason, words, "workload", exit_code, at)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
 from helm_nemo.status import kueue, objects
+from helm_nemo.status.pods import PodSummary, pod_job_index, pod_rank, summarize_pods
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
 TYPE_CHECKING = False
@@ -53,7 +54,7 @@ class ReleaseStatus:
     namespace: str
     workload: objects.WorkloadState | None = None
     kueue: kueue.KueueState | None = None
-    pods: objects.PodSummary = field(default_factory=objects.PodSummary)
+    pods: PodSummary = field(default_factory=PodSummary)
     claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
     rank0: str | None = None
     progress: Progress | None = None
@@ -122,8 +123,8 @@ def rank_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (a restart), the running one, else the newest."""
     best: dict[tuple[int, int], dict[str, Any]] = {}
     for pod in pods:
-        rank = objects.pod_rank(pod)
-        key = (objects.pod_job_index(pod), rank if rank is not None else 1 << 30)
+        rank = pod_rank(pod)
+        key = (pod_job_index(pod), rank if rank is not None else 1 << 30)
         old = best.get(key)
         if old is None or _preference(pod) > _preference(old):
             best[key] = pod
@@ -189,7 +190,7 @@ def read_statuses(
     names: set[str] = set()
     for name, status in out.items():
         release_pods = by_release.get(name, [])
-        status.pods = objects.summarize_pods(release_pods)
+        status.pods = summarize_pods(release_pods)
         names |= {p["metadata"]["name"] for p in release_pods} | set(status.claims)
         if status.workload:
             names.add(status.workload.name)
