@@ -241,7 +241,7 @@ class StageWait:
         were placed (FailedMount, FailedAttachVolume, FailedCreatePodSandBox: the pod's status says only
         ContainerCreating; the kubelet and the attach controller say why in events). One list of the
         namespace's Warning events of pods, read only while such pods exist; pods in `said` are already said."""
-        from helm_nemo.status.objects import event_message, event_time
+        from helm_nemo.status.events import event_message, event_time
         from helm_nemo.status.pods import ProblemGroup
 
         placed = {

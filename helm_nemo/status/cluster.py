@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
 from helm_nemo.status import kueue, objects
+from helm_nemo.status.events import EventLine, warning_events
 from helm_nemo.status.pods import PodSummary, pod_job_index, pod_rank, summarize_pods
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
@@ -58,7 +59,7 @@ class ReleaseStatus:
     claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
     rank0: str | None = None
     progress: Progress | None = None
-    events: list[objects.EventLine] = field(default_factory=list)
+    events: list[EventLine] = field(default_factory=list)
     diagnosis: Diagnosis | None = None  # the first cause, when the logs read (and pod states) show a failure
     texts: dict[str, str] = field(default_factory=dict)  # pod -> the log tail read this refresh
     last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
@@ -200,7 +201,7 @@ def read_statuses(
     for name, status in out.items():
         mine = {p["metadata"]["name"] for p in by_release.get(name, [])} | set(status.claims)
         mine |= {x for x in (status.workload and status.workload.name, status.kueue and status.kueue.name) if x}
-        status.events = objects.warning_events(events, mine)
+        status.events = warning_events(events, mine)
     if with_logs:
         shard_lists = _shard_lists(client, ns, data_prep_jobs) if data_prep_jobs else {}
         for name, status in out.items():
