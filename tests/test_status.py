@@ -18,7 +18,7 @@ import status_states as S
 from helm_nemo.cli.group import main
 from helm_nemo.metrics import Request, measure
 from helm_nemo.diagnose import diagnose_texts, lines as diagnose_lines
-from helm_nemo.status import kueue, objects
+from helm_nemo.status import kueue, workloads
 from helm_nemo.status.pods import WAITING_FAILURES, condense_scheduling, pod_problem, summarize_pods
 from helm_nemo.status.progress import RunInputs, progress, run_inputs
 from kube_emulator import ContainerLog, KubeEmulator
@@ -252,9 +252,9 @@ def test_kueue_states(conds, state, why):
 
 
 def test_workload_states():
-    assert objects.workload_state(S.jobset(RELEASE, 2)).state == "Active"
+    assert workloads.workload_state(S.jobset(RELEASE, 2)).state == "Active"
     done = S.jobset(RELEASE, 2, conditions=[S.condition("Completed", reason="AllJobsCompleted")])
-    assert objects.workload_state(done).state == "Completed"
+    assert workloads.workload_state(done).state == "Completed"
     failed = S.jobset(
         RELEASE,
         2,
@@ -266,9 +266,9 @@ def test_workload_states():
             )
         ],
     )
-    state = objects.workload_state(failed)
+    state = workloads.workload_state(failed)
     assert (state.state, state.reason, state.restarts, state.max_restarts) == ("Failed", "ReachedMaxRestarts", 3, 3)
-    assert objects.workload_state(S.jobset(RELEASE, 2, suspend=True)).state == "Suspended"
+    assert workloads.workload_state(S.jobset(RELEASE, 2, suspend=True)).state == "Suspended"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -685,9 +685,9 @@ def test_suspended_without_kueue_and_releases_without_a_job():
 
     plain = S.jobset("r", 2, suspend=True)
     del plain["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
-    suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(plain))
+    suspended = ReleaseStatus("r", S.NS, workload=workloads.workload_state(plain))
     assert (verdict(suspended).state, verdict(suspended).line) == ("Suspended", "Suspended (spec.suspend)")
-    no_workload = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
+    no_workload = ReleaseStatus("r", S.NS, workload=workloads.workload_state(S.jobset("r", 2, suspend=True)))
     assert verdict(no_workload).line == (
         "Queued: no Kueue Workload yet for queue a3-ultra (is Kueue running, and the "
         f"LocalQueue a3-ultra in namespace {S.NS}?)"
@@ -695,7 +695,7 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     restarted = ReleaseStatus(
         "r",
         S.NS,
-        workload=objects.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
+        workload=workloads.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
         pods=summarize_pods([S.pod("r", 0)]),
     )
     assert verdict(restarted).line == "Running: 1/1 pods, no training step in the log yet (the set restarted 2x)"
@@ -708,12 +708,12 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     starting = ReleaseStatus(
         "r",
         S.NS,
-        workload=objects.workload_state(S.jobset("r", 2)),
+        workload=workloads.workload_state(S.jobset("r", 2)),
         pods=summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]),
     )
     assert verdict(starting).line == "Pending: 1/2 pods running (1 Running, 1 Pending)"
     running = ReleaseStatus(
-        "r", S.NS, workload=objects.workload_state(S.jobset("r", 1)), pods=summarize_pods([S.pod("r", 0)])
+        "r", S.NS, workload=workloads.workload_state(S.jobset("r", 1)), pods=summarize_pods([S.pod("r", 0)])
     )
     assert verdict(running).line == "Running: 1/1 pods, no training step in the log yet"
     assert exit_code([verdict(storage), verdict(ReleaseStatus("x", S.NS))]) == 3

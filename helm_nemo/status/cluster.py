@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
-from helm_nemo.status import kueue, objects
+from helm_nemo.status import kueue
 from helm_nemo.status.events import EventLine, warning_events
+from helm_nemo.status.workloads import WorkloadState, workload_state
 from helm_nemo.status.pods import PodSummary, pod_job_index, pod_rank, summarize_pods
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
@@ -53,7 +54,7 @@ class ReleaseStatus:
 
     release: str
     namespace: str
-    workload: objects.WorkloadState | None = None
+    workload: WorkloadState | None = None
     kueue: kueue.KueueState | None = None
     pods: PodSummary = field(default_factory=PodSummary)
     claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
@@ -168,7 +169,7 @@ def read_statuses(
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
         if status is not None and status.workload is None:
-            status.workload = objects.workload_state(obj)
+            status.workload = workload_state(obj)
             if _labels(obj).get(DATA_PREP_LABEL) == status.release and id(obj) in job_ids:
                 status.data_prep = True
                 data_prep_jobs[status.release] = obj

@@ -1,8 +1,6 @@
-"""What the cluster says about a release's objects, in words: pure functions over the API's object dicts.
-
-- `workload_state`: a JobSet's or a Job's conditions (Completed/Complete, Failed, Suspended), the JobSet's
-  restarts and per replicated job ready/active/succeeded/failed counts;
-- (kueue.py: the Kueue Workload of that object; pods.py: its pods; events.py: their Warning events.)
+"""A release's workload object in words: `workload_state` reads a JobSet's or a Job's conditions
+(Completed/Complete, Failed, Suspended), the JobSet's restarts and per replicated job ready/active/succeeded/
+failed counts. (kueue.py: the Kueue Workload of that object; pods.py: its pods; events.py: Warning events.)
 """
 
 from __future__ import annotations
@@ -14,9 +12,6 @@ from helm_nemo.status.conditions import conditions
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from typing import Any
-
-# ---------------------------------------------------------------------------------------------------------
-# JobSet / Job
 
 
 @dataclass
