@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only
     from helm_nemo.dataprep.progress import ShardProgress
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.diagnose.events import Diagnosis
+    from helm_nemo.status.pods import PodProblem
 
 INSTANCE = "app.kubernetes.io/instance"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
@@ -45,7 +46,6 @@ DATA_PREP_TAIL = 1000  # a data-prep pod's log: its progress lines among the tok
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
 TAIL_LINES = 2000  # the rank-0 log: enough for WINDOW steps among NeMo's other output
 FAILED_TAIL = 300  # a failed pod's last lines, for the signatures
-FAILED_PODS_READ = 4  # the first pods to fail: the cause is almost always in one of them
 
 
 @dataclass
@@ -315,49 +315,67 @@ def _read_failures(
     pods: list[dict[str, Any]],
     texts: dict[str, str] | None = None,
 ) -> None:
-    """The last lines of the first pods that failed (their previous container when it restarted), then one
+    """The last lines of the failed pods most likely to hold the first cause (their previous container when it
+    restarted), a batch at a time until one names a specific cause (helm_nemo.status.failures), then one
     diagnosis (helm_nemo.diagnose) over them, the logs read already this refresh and the pods' states: the
     first cause across pods by the kubelet's line times."""
     from helm_nemo.diagnose import diagnose_texts, pods as pod_states
-    from helm_nemo.kube import KubeApiError
+    from helm_nemo.status import failures
 
-    fatal = [
-        p
-        for p in status.pods.problems
-        if p.fatal and p.reason in ("OOMKilled", "Error", "Failed", "CrashLoopBackOff", "RunContainerError")
-    ]
-    fatal.sort(key=lambda p: p.at or "~")
     by_name = {p["metadata"]["name"]: p for p in pods}
     read = dict(status.texts)
-    for problem in fatal[:FAILED_PODS_READ]:
-        pod = by_name.get(problem.pod)
-        if pod is None:
-            continue
-        running = (pod.get("status") or {}).get("phase") == "Running"
-        text = (texts or {}).get(problem.pod) if not running else None
-        if text is None:
-            try:
-                text = pod_log(
-                    client,
-                    status.namespace,
-                    problem.pod,
-                    problem.container or main_container(pod),
-                    FAILED_TAIL,
-                    previous=running,
-                )
-            except KubeApiError:
-                continue
-        read[problem.pod] = text
-        lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
-        status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]
     for name, text in (texts or {}).items():
         read.setdefault(name, text)
     states = pod_states.events(status.pods.problems)
-    if not read and not states:
-        return
     order = {p["metadata"]["name"]: n for n, p in enumerate(rank_pods(pods))}
-    ordered = sorted(read.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
     nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in pods}
-    diagnosis = diagnose_texts(ordered, kind="pod", extra=states, nodes=nodes)
+
+    def diagnose() -> Diagnosis:
+        ordered = sorted(read.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
+        return diagnose_texts(ordered, kind="pod", extra=states, nodes=nodes)
+
+    diagnosis = None
+    for batch in failures.batches(failures.read_order(status.pods.problems)):
+        wanted = [(p, by_name[p.pod]) for p in batch if p.pod in by_name]
+        for problem, text in _failed_tails(client, status, wanted, {**status.texts, **(texts or {})}):
+            read[problem.pod] = text
+            lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
+            status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]
+        diagnosis = diagnose()
+        if failures.found(diagnosis):
+            break
+    if diagnosis is None:
+        if not read and not states:
+            return
+        diagnosis = diagnose()
     if diagnosis.failed:
         status.diagnosis = diagnosis
+
+
+def _failed_tails(
+    client: KubeClient, status: ReleaseStatus, wanted: list[tuple[PodProblem, dict[str, Any]]], texts: dict[str, str]
+) -> list[tuple[PodProblem, str]]:
+    """The last FAILED_TAIL lines of each pod (a restarted one's previous container), side by side (the client
+    keeps a connection per thread); a log already read this refresh is not read again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from helm_nemo.kube import KubeApiError
+
+    def tail(item: tuple[PodProblem, dict[str, Any]]) -> tuple[PodProblem, str | None]:
+        problem, pod = item
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        known = texts.get(problem.pod) if not running else None
+        if known is not None:
+            return problem, known
+        try:
+            container = problem.container or main_container(pod)
+            return problem, pod_log(client, status.namespace, problem.pod, container, FAILED_TAIL, previous=running)
+        except KubeApiError:
+            return problem, None
+
+    if len(wanted) <= 1:
+        done = [tail(item) for item in wanted]
+    else:
+        with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+            done = list(pool.map(tail, wanted))
+    return [(problem, text) for problem, text in done if text is not None]
