@@ -113,14 +113,15 @@ def failed_runs(real_cluster, tmp_path_factory) -> dict[str, Run]:
             path = f"/api/v1/namespaces/{run.namespace}/pods/{run.pods[log]}/log?container=workload&tailLines=1"
             last = text.splitlines()[-1].partition(" ")[2]
             cluster.wait_for(f"{run.case}: kwok serves {log}", lambda p=path, w=last: cluster.api("GET", p) == w + "\n")
-    # The pods end as the case says, in the order they ended there, one case right after the other: the Job
-    # controller syncs a Job's pod changes after a one-second batch, so both pods are seen ended together (a
-    # pod still running then is deleted by the Job's failure, as node 1 of node-missing is).
-    for run in runs:
-        ends = sorted((finished_at(run.truth, log, text), log) for log, text in run.texts.items())
-        for at, log in ends:
-            started = stamps(run.texts[log])[0][:19] + "Z"
-            cluster.end_pod(run.namespace, run.pods[log], run.truth["exit_codes"][log], at, started_at=started)
+    # The pods end as the case says, in the order they ended there, while the controller-manager is paused: the
+    # Job controller then sees a case's pods ended together, as on the GPU machine (a pod still running is
+    # deleted by the Job's failure, as node 1 of node-missing is).
+    with cluster.paused("kube-controller-manager"):
+        for run in runs:
+            ends = sorted((finished_at(run.truth, log, text), log) for log, text in run.texts.items())
+            for at, log in ends:
+                started = stamps(run.texts[log])[0][:19] + "Z"
+                cluster.end_pod(run.namespace, run.pods[log], run.truth["exit_codes"][log], at, started_at=started)
     for run in runs:
         jobset = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{run.namespace}/jobsets/{RELEASE}"
         cluster.wait_for(
