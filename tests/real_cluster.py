@@ -29,7 +29,10 @@ child also gets PR_SET_PDEATHSIG, so none outlives a Python killed hard. `api()`
 the tests; `add_gpu_nodes(profile, count)` makes kwok nodes shaped like an accelerator profile of
 values/accelerators/, `add_cpu_nodes(count, shape)` general-purpose ones (CPU_SHAPES; the cluster starts with
 an e2-standard-8, an n2-standard-64 and an EKS m5.16xlarge). kwok completes a Job's pods once Running (its
-pod-complete stage), so a data-prep Job completes and a recipe's wait for it ends.
+pod-complete stage), so a data-prep Job completes and a recipe's wait for it ends; pods labelled
+KEEP_RUNNING_LABEL are left running until a test ends them as a kubelet reports it (`end_pod`), with a log of
+their own (`serve_pod_log`: a kwok Logs object per pod; `cri_log` turns a `kubectl logs --timestamps` file into
+the runtime's format, its times kept). `paused(name)` stops one component for a block (SIGSTOP/SIGCONT).
 """
 
 from __future__ import annotations
