@@ -59,6 +59,9 @@ TEST_ENV = {
     "KUEUE_NAME": "test-queue",
     "HF_TOKEN": "test-hf-token",
     "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
+    # numbers, as a user fills them in (the A4X Lustre READMEs pass them with --set: helm types them as integers)
+    "CKPT_LOAD_STEP": "10",
+    "CKPT_SAVE_INTERVAL": "10",
     "GCS_FOLDER_SERVING_MODEL": "test-model",
 }
 # Pinned like the tests (tests/conftest.py): renders do not depend on a helm binary's defaults.
@@ -601,6 +604,17 @@ def entry_explains(entry: dict, diff: Difference) -> bool:
         return False
     if not re.search(entry["path"], diff.path):
         return False
+    if "was" in entry:  # a number or boolean the anchor writes, which ours writes as Helm's text of it
+        from helm_nemo.values.helm_yaml import helm_text
+
+        kinds = {"number": (int, float), "boolean": (bool,)}[entry["was"]]
+        expected = diff.expected
+        return (
+            diff.change == "changed"
+            and isinstance(expected, kinds)
+            and (entry["was"] == "boolean") == isinstance(expected, bool)
+            and diff.actual == helm_text(expected)
+        )
     if "value" in entry:
         value = diff.actual if diff.change == "added" else diff.expected
         if diff.change == "changed":

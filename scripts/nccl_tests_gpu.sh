@@ -4,7 +4,7 @@
 # SRC: NVIDIA/nccl-tests at the pinned tag v2.19.6 (a0b82b2260cf5152b9f8c061bbf7eaf0ba096432), e.g.
 #   git -C nccl-tests archive --prefix=nccl-tests/ v2.19.6 | tar -x
 # NCCL's headers and library come from the torch wheel's nvidia-nccl package. Each run writes OUT/<name>.log (the
-# test's stdout and stderr) and its exit code to OUT/<name>.rc; OUT/versions.txt says what ran.
+# test's stdout and stderr) and its exit code to OUT/<name>.rc; OUT/versions.info says what ran.
 set -uo pipefail
 src=${1:?usage: nccl_tests_gpu.sh SRC OUT}
 out=${2:?usage: nccl_tests_gpu.sh SRC OUT}
@@ -28,7 +28,7 @@ bin=$src/build
   echo "nvcc: $(nvcc --version | tail -1)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   nvidia-smi topo -m
-} >"$out/versions.txt" 2>&1
+} >"$out/versions.info" 2>&1
 record() {  # NAME ENV... -- COMMAND...
   local name=$1; shift
   local envs=()

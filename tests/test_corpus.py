@@ -112,7 +112,8 @@ def test_the_subset_covers_every_accelerator_kind_and_dialect():
 
 def test_allowed_entries_are_well_formed():
     for entry in ENTRIES:
-        assert set(entry) <= {"id", "where", "path", "change", "value", "to", "reason"}, entry["id"]
+        assert set(entry) <= {"id", "where", "path", "change", "value", "to", "was", "reason"}, entry["id"]
+        assert entry.get("was") in (None, "number", "boolean"), entry["id"]
         assert entry["change"] in ("added", "removed", "changed", "any"), entry["id"]
         assert entry.get("reason") and entry.get("where"), entry["id"]
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", entry["id"]), entry["id"]

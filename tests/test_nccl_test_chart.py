@@ -27,7 +27,7 @@ def test_generated_for_every_profile():
     with_test = sorted(p["id"] for p in profiles.values() if p.get("ncclTest"))
     assert with_test == sorted(profiles)  # every accelerator has its NCCL test
     assert sorted(p.parent.name for p in (ROOT / "charts").glob("*/nccl-test")) == with_test
-    assert 'version: "1.1.0"' in (CHART / "Chart.yaml").read_text()
+    assert 'version: "1.2.0"' in (CHART / "Chart.yaml").read_text()
     assert (CHART / "values.schema.json").is_file() and (CHART / "README.md").is_file()
 
 

@@ -49,6 +49,8 @@ def _squash(text: str) -> str:
 
 @dataclass
 class Table:
+    """The outcomes over the corpus, and the figures the docs table shows."""
+
     outcomes: list[Outcome] = field(default_factory=list)
 
     @property

@@ -31,7 +31,7 @@ class Logs:
 
 
 def _bad(path: str, message: str, hint: str) -> UserError:
-    return UserError(Problem(path, None, None, "$", message, hint=hint))
+    return UserError(Problem(path, None, None, "", message, hint=hint))
 
 
 def _binary(head: bytes) -> bool:

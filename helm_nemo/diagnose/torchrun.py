@@ -91,6 +91,8 @@ class Failure:
 
 @dataclass
 class Summary:
+    """torchrun's error summary: its failures (the root cause first observed) and where reading stopped."""
+
     failures: list[Failure] = field(default_factory=list)
     end: int = 0
 

@@ -38,6 +38,8 @@ class Raised:
 
 @dataclass
 class Traceback:
+    """The exceptions of one traceback (a chain holds several) and where reading stopped."""
+
     raised: list[Raised] = field(default_factory=list)
     end: int = 0  # offset after the last line consumed
 

@@ -24,9 +24,9 @@ def judge_file(path: str, accelerator: str, nodes: int | None = None) -> Result:
     try:
         run = nccl_log.read(Path(path))
     except nccl_log.NotAnNcclTestsOutput as bad:
-        raise UserError(Problem(path, bad.line, None, "$", bad.message, bad.expected, bad.hint)) from None
+        raise UserError(Problem(path, bad.line, None, "", bad.message, bad.expected, bad.hint)) from None
     except OSError as err:
-        raise UserError(Problem(path, None, None, "$", f"cannot read: {err.strerror}", "a readable file")) from None
+        raise UserError(Problem(path, None, None, "", f"cannot read: {err.strerror}", "a readable file")) from None
     return judge(run, profile, nodes)
 
 
@@ -42,7 +42,7 @@ def _profile(accelerator: str) -> dict[str, Any]:
                 "--accelerator",
                 None,
                 None,
-                "$",
+                "",
                 f"unknown accelerator {accelerator!r}",
                 "one of " + ", ".join(with_test),
                 "the profile names are the files in values/accelerators/",
@@ -71,7 +71,7 @@ def judge_log(
                 missing.split()[0],
                 None,
                 None,
-                "$",
+                "",
                 f"{missing} is missing",
                 "--nccl-log FILE --accelerator ID [--nodes N]",
                 "helm nemo preflight --nccl-log rank0.log --accelerator a3ultra --nodes 2",

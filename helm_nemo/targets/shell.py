@@ -23,8 +23,13 @@ def quote(value: Any) -> str:
 
 
 def text_of(value: Any) -> str:
+    """A value as the charts write it: Helm's text for a number (1e6 is 1000000, not 1000000.0)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        from helm_nemo.values.helm_yaml import helm_text
+
+        return helm_text(value)
     return "" if value is None else str(value)
 
 

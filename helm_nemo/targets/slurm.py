@@ -252,6 +252,8 @@ class _Renderer(SlurmLaunch):
         ]
         for name, word, origin in env:
             lines.append(f"export {name}={word}  # {origin}")
+        if any(name == "TORCH_FR_DUMP_TEMP_FILE" for name, _, _ in env):
+            lines.append('mkdir -p "$(dirname "$TORCH_FR_DUMP_TEMP_FILE")"  # the flight recorder writes no folder')
         lines += [
             "",
             "# What the chart sets in the pod, from Slurm's view of the job.",

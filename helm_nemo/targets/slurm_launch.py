@@ -79,6 +79,8 @@ class SlurmLaunch(SlurmValues):
                 put(item["name"], quote(item.get("value", "")), f"profile {profile['id']}")
         for item in (profile.get("slurm") or {}).get("env") or []:
             put(item["name"], quote(item.get("value", "")), f"profile {profile['id']} (slurm)")
+        for variable, word in self.flight_recorder_env():
+            put(variable, word, "workload.flightRecorder")
         for key, label in (
             (("network", "ncclSettings"), "network.ncclSettings"),
             (("workload", "envs"), "workload.envs"),
@@ -100,6 +102,24 @@ class SlurmLaunch(SlurmValues):
                 secrets.required.setdefault(name, None)
                 put(name, '"${' + name + '}"', "slurm.secret_env")
         return [(name, word, origin) for name, (word, origin) in entries.items()]
+
+    def flight_recorder_env(self) -> list[tuple[str, str]]:
+        """PyTorch's flight recorder as the charts set it (schemas/definitions.schema.json `flightRecorder`): the
+        dumps go to the job's results folder, or <dir>/<job>, one folder per job; none when off."""
+        found = value_at(self.values, ("workload", "flightRecorder"))
+        if not found:
+            return []
+        config = found if isinstance(found, dict) else {}
+        folder = '"$RESULTS_DIR/results/flight-recorder'
+        if config.get("dir"):
+            folder = quote(str(config["dir"]).rstrip("/")) + '"/${SLURM_JOB_NAME}_${SLURM_JOB_ID}'
+        prefix = folder + '/nccl_trace_rank_"'
+        return [
+            ("TORCH_NCCL_TRACE_BUFFER_SIZE", str(int(config.get("traceBufferSize") or 2000))),
+            ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+            ("TORCH_FR_DUMP_TEMP_FILE", prefix),
+            ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix),
+        ]
 
     IMAGE: tuple[str, ...] = ("workload", "image")  # where the values name the container image
 

@@ -225,3 +225,49 @@ class NodeBuilder:
         if isinstance(value, str) and not node.style:  # libyaml reports plain style as ""
             loaded.plain_scalars.add(where)
         return value
+
+
+def helm_text(value: Any) -> str:
+    """A scalar as Helm's toYaml writes it (what a chart's env list shows). Helm reads a values file's numbers
+    as float64 (12345678901234567890 becomes 12345678901234567000), which go through Go's JSON and back through
+    go-yaml v2: a whole number below 2^64 is its digits (1e6 -> 1000000), any other Go's shortest %g
+    (1234567.5 -> 1.2345675e+06, 1e-07); booleans true/false; null empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and abs(value) < 2**53:
+        return str(value)
+    if isinstance(value, (int, float)):  # helm reads a values file's numbers as float64
+        return _go_float_text(float(value))
+    return str(value)
+
+
+def _go_float_text(number: float) -> str:
+    from decimal import Decimal
+
+    if math.isnan(number) or math.isinf(number):
+        return str(number)
+    digits_tuple = Decimal(repr(number)).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple.digits)) or "0"
+    exponent = int(digits_tuple.exponent)  # value = digits * 10**exponent
+    sign = "-" if digits_tuple.sign and number != 0 else ""
+    if number == 0:
+        return "0"
+    point = len(digits) + exponent  # digits before the decimal point
+    if exponent >= 0 and abs(number) < 1e21:  # Go's JSON writes it without an exponent: an integer to go-yaml
+        whole = int(digits + "0" * exponent)
+        if (sign and whole <= 2**63) or (not sign and whole < 2**64):
+            return sign + str(whole)
+    if point - 1 < -4 or point - 1 >= 6:  # go-yaml writes floats with strconv's shortest 'g': %e out of this range
+        return _go_exponent(sign, digits, point - 1)
+    if point <= 0:
+        return sign + "0." + "0" * -point + digits
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return sign + digits[:point] + "." + digits[point:]
+
+
+def _go_exponent(sign: str, digits: str, exp: int) -> str:
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
