@@ -31,8 +31,8 @@ TARGET = 1.0
 RELEASE = "bench-run"
 
 
-def chart_pod_spec() -> dict:
-    """The pod spec the a3ultra jobset chart renders (plain helm template)."""
+def chart_pod_spec(gpus: int = 4096) -> dict:
+    """The pod spec the a3ultra jobset chart renders (plain helm template) for `gpus` GPUs (8 a pod)."""
     import yaml
 
     helm = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
@@ -45,7 +45,7 @@ def chart_pod_spec() -> dict:
             "--namespace",
             "ml-team",
             "--set",
-            "workload.gpus=4096",
+            f"workload.gpus={gpus}",
             "--set",
             "queue=a3-ultra",
             "--set",

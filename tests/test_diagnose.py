@@ -236,3 +236,29 @@ def test_metrics_of_a_failed_log_keep_the_step_time_and_say_the_run_failed():
     healthy = _metrics("megatron-lm-756-healthy-mixtral-h100", 42, 44)
     assert healthy.failure is None and healthy.as_json()["failure"] is None
     assert healthy.text().startswith("Average step time")
+
+
+def _killed(pod: str, exit_code: int, at: str, reason: str = "Error"):  # type: ignore[no-untyped-def]
+    from helm_nemo.status.pods import PodProblem
+
+    words = f"exit code {exit_code} (SIGKILL)" if reason == "Error" else "out of memory (OOMKilled)"
+    return PodProblem(pod, reason, words, "workload", exit_code, at)
+
+
+def test_a_pod_sigkilled_after_another_failed_is_the_sets_teardown_not_the_cause():
+    """gpu/hang: rank 1 hangs; rank 0's watchdog fires and node 0 exits 1; node 1, still hung, is SIGKILLed
+    (exit 137, no line of its own) ten seconds after the set stopped: a consequence. Alone, or first, exit 137 is
+    the cause (a kill nobody logged); the kubelet's OOMKilled is a cause whenever it comes."""
+    from helm_nemo.diagnose import pods, verdict
+
+    hang = PUBLIC.parent / "gpu" / "hang"
+    texts = [(name, (hang / name).read_text(encoding="utf-8")) for name in ("node-0.log", "node-1.log")]
+    teardown = pods.events([_killed("node-1.log", 137, "2026-11-26T20:47:39Z")])
+    diagnosis = diagnose_texts(texts, kind="pod", extra=teardown)
+    assert (diagnosis.cause.source, diagnosis.cause.klass) == ("node-0.log", "nccl-timeout")
+    killed = next(e for e in diagnosis.consequences if e.signature == "sigkill")
+    assert (killed.source, killed.why) == ("node-1.log", verdict.KILLED_IN_TEARDOWN)
+    before = pods.events([_killed("node-1.log", 137, "2026-11-26T20:46:00Z")])  # before any line of node 0
+    assert diagnose_texts(texts, kind="pod", extra=before).cause.signature == "sigkill"
+    oom = pods.events([_killed("node-1.log", 137, "2026-11-26T20:47:39Z", reason="OOMKilled")])
+    assert diagnose_texts(texts, kind="pod", extra=oom).cause.klass == "host-oom"

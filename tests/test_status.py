@@ -18,7 +18,8 @@ import status_states as S
 from helm_nemo.cli.group import main
 from helm_nemo.metrics import Request, measure
 from helm_nemo.diagnose import diagnose_texts, lines as diagnose_lines
-from helm_nemo.status import kueue, objects
+from helm_nemo.status import kueue, workloads
+from helm_nemo.status.pods import WAITING_FAILURES, condense_scheduling, pod_problem, summarize_pods
 from helm_nemo.status.progress import RunInputs, progress, run_inputs
 from kube_emulator import ContainerLog, KubeEmulator
 
@@ -51,16 +52,16 @@ def test_failed_scheduling_is_condensed():
         "found for incoming pod."
     )
     assert (
-        objects.condense_scheduling(message)
+        condense_scheduling(message)
         == "0/54 nodes available: 53 Insufficient nvidia.com/gpu, 1 untolerated taint {node.kubernetes.io/unreachable: }"
     )
     assert (
-        objects.condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
+        condense_scheduling("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
         == "0/3 nodes available: 3 didn't match node affinity/selector"
     )
     # Kubernetes 1.32+ (DRA's post-filter), as the real scheduler of tests/real_cluster.py writes it
     assert (
-        objects.condense_scheduling(
+        condense_scheduling(
             "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory. no new claims to deallocate, "
             "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )
@@ -68,7 +69,7 @@ def test_failed_scheduling_is_condensed():
     )
     # a reason without a count is said as the scheduler wrote it (not `0 has unbound …`)
     assert (
-        objects.condense_scheduling(
+        condense_scheduling(
             "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are "
             "available: 1 Preemption is not helpful for scheduling."
         )
@@ -170,12 +171,12 @@ def test_failed_scheduling_is_condensed():
     ],
 )
 def test_pod_reasons(build, reason, words):
-    problem = objects.pod_problem(build())
+    problem = pod_problem(build())
     assert (problem.reason, problem.words) == (reason, words)
 
 
 def test_healthy_pods_have_no_problem_and_groups_merge_identical_reasons():
-    assert objects.pod_problem(S.pod(RELEASE, 0)) is None
+    assert pod_problem(S.pod(RELEASE, 0)) is None
     unscheduled = [
         S.pod(
             RELEASE,
@@ -195,7 +196,7 @@ def test_healthy_pods_have_no_problem_and_groups_merge_identical_reasons():
         for i in range(40)
     ]
     oom = S.pod(RELEASE, 41, phase="Failed", statuses=[S.terminated("OOMKilled", 137, S.T0 + timedelta(minutes=4))])
-    summary = objects.summarize_pods(unscheduled + [oom] + [S.pod(RELEASE, 50)])
+    summary = summarize_pods(unscheduled + [oom] + [S.pod(RELEASE, 50)])
     assert summary.phases == {"Pending": 40, "Failed": 1, "Running": 1}
     assert [(g.reason, len(g.pods)) for g in summary.groups] == [("OOMKilled", 1), ("FailedScheduling", 40)]
 
@@ -251,9 +252,9 @@ def test_kueue_states(conds, state, why):
 
 
 def test_workload_states():
-    assert objects.workload_state(S.jobset(RELEASE, 2)).state == "Active"
+    assert workloads.workload_state(S.jobset(RELEASE, 2)).state == "Active"
     done = S.jobset(RELEASE, 2, conditions=[S.condition("Completed", reason="AllJobsCompleted")])
-    assert objects.workload_state(done).state == "Completed"
+    assert workloads.workload_state(done).state == "Completed"
     failed = S.jobset(
         RELEASE,
         2,
@@ -265,9 +266,9 @@ def test_workload_states():
             )
         ],
     )
-    state = objects.workload_state(failed)
+    state = workloads.workload_state(failed)
     assert (state.state, state.reason, state.restarts, state.max_restarts) == ("Failed", "ReachedMaxRestarts", 3, 3)
-    assert objects.workload_state(S.jobset(RELEASE, 2, suspend=True)).state == "Suspended"
+    assert workloads.workload_state(S.jobset(RELEASE, 2, suspend=True)).state == "Suspended"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -684,9 +685,9 @@ def test_suspended_without_kueue_and_releases_without_a_job():
 
     plain = S.jobset("r", 2, suspend=True)
     del plain["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
-    suspended = ReleaseStatus("r", S.NS, workload=objects.workload_state(plain))
+    suspended = ReleaseStatus("r", S.NS, workload=workloads.workload_state(plain))
     assert (verdict(suspended).state, verdict(suspended).line) == ("Suspended", "Suspended (spec.suspend)")
-    no_workload = ReleaseStatus("r", S.NS, workload=objects.workload_state(S.jobset("r", 2, suspend=True)))
+    no_workload = ReleaseStatus("r", S.NS, workload=workloads.workload_state(S.jobset("r", 2, suspend=True)))
     assert verdict(no_workload).line == (
         "Queued: no Kueue Workload yet for queue a3-ultra (is Kueue running, and the "
         f"LocalQueue a3-ultra in namespace {S.NS}?)"
@@ -694,25 +695,25 @@ def test_suspended_without_kueue_and_releases_without_a_job():
     restarted = ReleaseStatus(
         "r",
         S.NS,
-        workload=objects.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
-        pods=objects.summarize_pods([S.pod("r", 0)]),
+        workload=workloads.workload_state(S.jobset("r", 1, restarts=2, max_restarts=20)),
+        pods=summarize_pods([S.pod("r", 0)]),
     )
     assert verdict(restarted).line == "Running: 1/1 pods, no training step in the log yet (the set restarted 2x)"
     storage = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Bound"})
     assert verdict(storage).line == "Ready: 1 claim(s) bound"
     unbound = ReleaseStatus("r-storage", S.NS, claims={"r-ckpt": "Pending"})
     assert verdict(unbound).line == "Pending: claim(s) r-ckpt not bound"
-    supervisor = ReleaseStatus("r-sup", S.NS, pods=objects.summarize_pods([S.pod("r-sup", 0)]))
+    supervisor = ReleaseStatus("r-sup", S.NS, pods=summarize_pods([S.pod("r-sup", 0)]))
     assert verdict(supervisor).line == "Ready: 1/1 pods ready"
     starting = ReleaseStatus(
         "r",
         S.NS,
-        workload=objects.workload_state(S.jobset("r", 2)),
-        pods=objects.summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]),
+        workload=workloads.workload_state(S.jobset("r", 2)),
+        pods=summarize_pods([S.pod("r", 0), S.pod("r", 1, phase="Pending", statuses=[])]),
     )
     assert verdict(starting).line == "Pending: 1/2 pods running (1 Running, 1 Pending)"
     running = ReleaseStatus(
-        "r", S.NS, workload=objects.workload_state(S.jobset("r", 1)), pods=objects.summarize_pods([S.pod("r", 0)])
+        "r", S.NS, workload=workloads.workload_state(S.jobset("r", 1)), pods=summarize_pods([S.pod("r", 0)])
     )
     assert verdict(running).line == "Running: 1/1 pods, no training step in the log yet"
     assert exit_code([verdict(storage), verdict(ReleaseStatus("x", S.NS))]) == 3
@@ -738,7 +739,7 @@ def test_more_waiting_reasons(waiting, reason, words):
     pod = S.pod(
         RELEASE, 0, phase="Pending", statuses=[{"name": "workload", "ready": False, "state": {"waiting": waiting}}]
     )
-    assert (objects.pod_problem(pod).reason, objects.pod_problem(pod).words) == (reason, words)
+    assert (pod_problem(pod).reason, pod_problem(pod).words) == (reason, words)
 
 
 def test_scheduling_gated_by_kueue_topology():
@@ -755,7 +756,7 @@ def test_scheduling_gated_by_kueue_topology():
         ],
     )
     pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
-    problem = objects.pod_problem(pod)
+    problem = pod_problem(pod)
     assert (problem.reason, problem.words, problem.fatal) == (
         "SchedulingGated",
         "waiting for scheduling gate(s) kueue.x-k8s.io/topology",
@@ -1157,5 +1158,5 @@ def test_docs_list_every_class_state_and_reason():
         assert f"`{klass}`" in text
     for state in ("NotFound", "Completed", "Failed", "Stalled", "Queued", "Suspended", "Pending", "Running", "Ready"):
         assert f"| `{state}` |" in text
-    for reason in [*objects.WAITING_FAILURES, "FailedScheduling", "SchedulingGated", "OOMKilled", "Evicted", "Error"]:
+    for reason in [*WAITING_FAILURES, "FailedScheduling", "SchedulingGated", "OOMKilled", "Evicted", "Error"]:
         assert f"`{reason}`" in text

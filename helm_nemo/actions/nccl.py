@@ -208,7 +208,7 @@ def _wait_and_judge(
 def _span(start: str, end: str) -> float | None:
     """Seconds between two API times (1 s resolution): the Job's creation to rank 0's end is the test's
     run as the cluster records it (Kueue, the scheduler, image pulls, the test itself)."""
-    from helm_nemo.status.objects import parse_time
+    from helm_nemo.status.conditions import parse_time
 
     first, last = parse_time(start), parse_time(end)
     return (last - first).total_seconds() if first and last else None

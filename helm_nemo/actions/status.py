@@ -127,19 +127,20 @@ def _release_pods(client: KubeClient, names: list[str]) -> list[dict[str, Any]]:
 
 
 def pick_pod(pods: list[dict[str, Any]], rank: int | None, pod_name: str | None) -> dict[str, Any]:
-    from helm_nemo.status import cluster, objects
+    from helm_nemo.status import cluster
+    from helm_nemo.status.pods import pod_job_index, pod_rank
 
     if pod_name:
         for pod in pods:
             if pod["metadata"]["name"] == pod_name:
                 return pod
         raise LookupError(f"pod {pod_name} is not a pod of these releases")
-    ordered = [p for p in cluster.rank_pods(pods) if objects.pod_job_index(p) == 0] or cluster.rank_pods(pods)
+    ordered = [p for p in cluster.rank_pods(pods) if pod_job_index(p) == 0] or cluster.rank_pods(pods)
     wanted = rank or 0
     for pod in ordered:
-        if (objects.pod_rank(pod) or 0) == wanted:
+        if (pod_rank(pod) or 0) == wanted:
             return pod
-    ranks = sorted({rank for rank in map(objects.pod_rank, ordered) if rank is not None})
+    ranks = sorted({rank for rank in map(pod_rank, ordered) if rank is not None})
     raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
 
@@ -198,7 +199,8 @@ def errors(
     states: the first cause, what followed. Exit 1 when a failure is found, 0 when none, 3 when no pod."""
     from helm_nemo.diagnose import diagnose_texts, pods as pod_states, render
     from helm_nemo.kube import KubeApiError
-    from helm_nemo.status import cluster, objects
+    from helm_nemo.status import cluster
+    from helm_nemo.status.pods import summarize_pods
 
     pods = _release_pods(client, names)
     if not pods:
@@ -230,7 +232,7 @@ def errors(
         results = list(pool.map(read, readable))
     texts = [item for found, _ in results for item in found]
     unread = [problem for _, problem in results if problem]
-    states = pod_states.events(objects.summarize_pods(pods).problems)
+    states = pod_states.events(summarize_pods(pods).problems)
     nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in pods}
     diagnosis = diagnose_texts(texts, kind="pod", extra=states, nodes=nodes)
     if output == "json":

@@ -11,7 +11,7 @@ from helm_nemo.diagnose.events import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
-    from helm_nemo.status.objects import PodProblem
+    from helm_nemo.status.pods import PodProblem
 
 # container exit code 128+N: killed by signal N
 END = 1 << 62
@@ -55,3 +55,8 @@ def events(problems: list[PodProblem]) -> list[Event]:
             )
         )
     return out
+
+
+def is_state(event: Event) -> bool:
+    """The event is a pod's state (this module's), not a line of its log."""
+    return event.pos == END and event.line == 0

@@ -18,6 +18,7 @@ from helm_nemo.diagnose.events import TIERS, Diagnosis, Event, Hang, SourceScan,
 from helm_nemo.diagnose.steps import went_on
 
 GENERIC = ("python-exception", "worker-exit")
+KILLED_IN_TEARDOWN = "killed after another pod failed: the set stops the others (SIGKILL after the grace period)"
 
 
 def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: str = "file") -> Diagnosis:
@@ -38,6 +39,8 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     for event in events:
         if event.signature == "abort" and event.role == "cause" and _timed_out_before(events, event):
             event.role, event.why = "consequence", "the watchdog aborts the process after a collective timeout"
+        if event.signature == "sigkill" and event.role == "cause" and _killed_after_another(events, event):
+            event.role, event.why = "consequence", KILLED_IN_TEARDOWN
     fatal = [e for e in events if e.fatal]
     stamped = bool(fatal) and all(e.at for e in fatal)
 
@@ -78,6 +81,17 @@ def _timed_out_before(events: list[Event], abort: Event) -> bool:
     return any(
         e.klass == "nccl-timeout" and e.fatal and e.source == abort.source and (e.at, e.pos) <= (abort.at, abort.pos)
         for e in events
+    )
+
+
+def _killed_after_another(events: list[Event], killed: Event) -> bool:
+    """A pod whose container was SIGKILLed (exit 137 without the kubelet's OOMKilled: no line of its own) after
+    another pod had failed: the set stopping its other pods (SIGKILL once the grace period is over), not a cause.
+    The rank that hangs in a collective exits so, last, while the others' watchdogs have fired before."""
+    from helm_nemo.diagnose.pods import is_state
+
+    return is_state(killed) and any(
+        e.fatal and e.source != killed.source and e.at and e.at < killed.at for e in events if e is not killed
     )
 
 

@@ -32,18 +32,19 @@ class Seen:
 
 
 def look(job: dict[str, Any] | None, pods: list[dict[str, Any]], workload: dict[str, Any] | None) -> Seen:
-    from helm_nemo.status import objects
+    from helm_nemo.status import pods as pod_states
     from helm_nemo.status.kueue import kueue_state
+    from helm_nemo.status.workloads import workload_state
 
     nodes = tuple(sorted({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
     rank0 = next(
-        (p for p in pods if objects.pod_rank(p) == 0 and not (p.get("metadata") or {}).get("deletionTimestamp")),
+        (p for p in pods if pod_states.pod_rank(p) == 0 and not (p.get("metadata") or {}).get("deletionTimestamp")),
         None,
     )
     phase = ((rank0 or {}).get("status") or {}).get("phase")
     if rank0 is not None and phase in ("Succeeded", "Failed"):
         name = rank0["metadata"]["name"]
-        problem = objects.pod_problem(rank0)
+        problem = pod_states.pod_problem(rank0)
         words = f"rank 0 ({name}) {phase.lower()}" + (f": {problem.words}" if problem and phase == "Failed" else "")
         ended = [
             ((s.get("state") or {}).get("terminated") or {}).get("finishedAt") or ""
@@ -51,12 +52,12 @@ def look(job: dict[str, Any] | None, pods: list[dict[str, Any]], workload: dict[
             if s.get("name") == "workload"
         ]
         return Seen(DONE, words, name, phase == "Succeeded", nodes, ended[0] if ended else "")
-    summary = objects.summarize_pods(pods)
-    stuck = objects.cannot_start(summary)
+    summary = pod_states.summarize_pods(pods)
+    stuck = pod_states.cannot_start(summary)
     if stuck:
         group = stuck[0]
         return Seen(FAILED, f"{len(group.pods)} pod(s) cannot start: {group.detail()}", nodes=nodes)
-    state = objects.workload_state(job) if job else None
+    state = workload_state(job) if job else None
     if state is not None and state.state == "Failed":
         fatal = [g for g in summary.groups if g.fatal]
         why = f"; {fatal[0].detail()} ({', '.join(fatal[0].pods[:3])})" if fatal else ""
@@ -65,7 +66,7 @@ def look(job: dict[str, Any] | None, pods: list[dict[str, Any]], workload: dict[
         if workload is None:
             return Seen(PENDING, f"Job suspended, waiting for Kueue (queue {state.queue or '?'})")
         return Seen(PENDING, kueue_state(workload).words())
-    unplaced = objects.not_scheduled(summary)
+    unplaced = pod_states.not_scheduled(summary)
     if unplaced:
         group = unplaced[0]
         return Seen(PENDING, f"{len(group.pods)} pod(s) not scheduled: {group.words}", nodes=nodes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import clock
+from helm_nemo.status.conditions import clock
 from helm_nemo.status.progress import duration
 from helm_nemo.status.verdict import Verdict, verdict
 

@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import cannot_start, clock, not_scheduled
+from helm_nemo.status.conditions import clock
+from helm_nemo.status.pods import cannot_start, not_scheduled
 from helm_nemo.status.progress import duration
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_FOUND = 0, 1, 3

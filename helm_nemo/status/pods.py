@@ -1,23 +1,21 @@
-"""What the cluster says about a release's objects, in words: pure functions over the API's object dicts.
+"""A release's pods in words: pure functions over the API's pod dicts.
 
-- `workload_state`: a JobSet's or a Job's conditions (Completed/Complete, Failed, Suspended), the JobSet's
-  restarts and per replicated job ready/active/succeeded/failed counts;
-- (kueue.py: the Kueue Workload of that object;)
-- `pod_problem` / `summarize_pods`: pods by phase, restarts, and for every unhealthy pod its reason
-  (FailedScheduling with the scheduler's message condensed, ImagePullBackOff, OOMKilled,
-  CrashLoopBackOff, Evicted, exit code); identical reasons of many pods are grouped;
-- `warning_events`: the Warning events of the release's objects, newest first, repeated ones counted.
+`pod_problem`: why one pod is unhealthy (FailedScheduling with the scheduler's message condensed,
+SchedulingGated, ImagePullBackOff and the other waiting reasons that do not fix themselves, CrashLoopBackOff,
+OOMKilled, exit codes with their signal, Evicted); `summarize_pods`: pods by phase and restarts, identical
+reasons of many pods grouped (`ProblemGroup`), the most actionable first; `pod_rank` / `pod_job_index`: where a
+pod stands in the run (the labels the Job and JobSet controllers put on it).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+
+from helm_nemo.status.conditions import conditions, one_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
-    from collections.abc import Set as AbstractSet
     from typing import Any
 
 # Kubernetes labels the workload controllers put on pods
@@ -46,169 +44,6 @@ SIGNALS = {
     139: "SIGSEGV",
     143: "SIGTERM",
 }
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 time as the API writes it (`2026-01-01T12:04:05Z`, with or without fractions)."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def clock(text: str | None) -> str:
-    """`12:04` (UTC) of an API time, or empty."""
-    when = parse_time(text)
-    return when.astimezone(UTC).strftime("%H:%M") if when else ""
-
-
-@dataclass
-class Condition:
-    """One entry of status.conditions."""
-
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-    time: str = ""
-
-    @property
-    def true(self) -> bool:
-        return self.status == "True"
-
-
-def conditions(obj: dict[str, Any]) -> dict[str, Condition]:
-    """status.conditions by type."""
-    out = {}
-    for item in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(item, dict) and item.get("type"):
-            out[item["type"]] = Condition(
-                item["type"],
-                str(item.get("status", "")),
-                item.get("reason") or "",
-                _one_line(item.get("message") or ""),
-                item.get("lastTransitionTime") or item.get("lastProbeTime") or "",
-            )
-    return out
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-# ---------------------------------------------------------------------------------------------------------
-# JobSet / Job
-
-
-@dataclass
-class ReplicatedJob:
-    """One replicated job of a JobSet (a Job: itself), with its pod counts."""
-
-    name: str
-    replicas: int
-    ready: int = 0
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    suspended: int = 0
-
-
-@dataclass
-class WorkloadState:
-    """A JobSet's or Job's state: `state` is Completed, Failed, Suspended or Active."""
-
-    kind: str
-    name: str
-    uid: str
-    state: str
-    reason: str = ""
-    message: str = ""
-    since: str = ""
-    restarts: int = 0
-    max_restarts: int | None = None
-    pods_expected: int = 0  # pods the workload runs at once (parallelism x replicas)
-    jobs: list[ReplicatedJob] = field(default_factory=list)
-    created: str = ""
-    queue: str = ""  # the kueue.x-k8s.io/queue-name label: Kueue should create a Workload
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "state": self.state,
-            "reason": self.reason,
-            "message": self.message,
-            "since": self.since,
-            "restarts": self.restarts,
-            "max_restarts": self.max_restarts,
-            "pods_expected": self.pods_expected,
-            "replicated_jobs": [vars(job) for job in self.jobs],
-        }
-
-
-def workload_state(obj: dict[str, Any]) -> WorkloadState:
-    """The state of a JobSet (jobset.x-k8s.io) or a batch/v1 Job."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    conds = conditions(obj)
-    kind = obj.get("kind", "")
-    out = WorkloadState(
-        kind,
-        meta.get("name", ""),
-        meta.get("uid", ""),
-        "Active",
-        created=meta.get("creationTimestamp", ""),
-        queue=(meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name", ""),
-    )
-    if kind == "JobSet":
-        out.restarts = int(status.get("restarts") or 0)
-        max_restarts = (spec.get("failurePolicy") or {}).get("maxRestarts")
-        out.max_restarts = max_restarts if isinstance(max_restarts, int) else None
-        counts = {item.get("name"): item for item in status.get("replicatedJobsStatus") or [] if isinstance(item, dict)}
-        for rjob in spec.get("replicatedJobs") or []:
-            replicas = int(rjob.get("replicas", 1) or 0)
-            parallelism = int((((rjob.get("template") or {}).get("spec") or {}).get("parallelism", 1)) or 0)
-            out.pods_expected += replicas * parallelism
-            seen = counts.get(rjob.get("name"), {})
-            out.jobs.append(
-                ReplicatedJob(
-                    rjob.get("name", ""),
-                    replicas,
-                    *(int(seen.get(k) or 0) for k in ("ready", "active", "succeeded", "failed", "suspended")),
-                )
-            )
-        done, failed = conds.get("Completed"), conds.get("Failed")
-    else:
-        out.pods_expected = int(spec.get("parallelism", 1) or 0)
-        out.jobs.append(
-            ReplicatedJob(
-                meta.get("name", ""),
-                1,
-                int(status.get("ready") or 0),
-                int(status.get("active") or 0),
-                int(status.get("succeeded") or 0),
-                int(status.get("failed") or 0),
-                0,
-            )
-        )
-        done, failed = conds.get("Complete"), conds.get("Failed")
-    suspended = conds.get("Suspended")
-    if done and done.true:
-        out.state, out.reason, out.message, out.since = "Completed", done.reason, done.message, done.time
-    elif failed and failed.true:
-        out.state, out.reason, out.message, out.since = "Failed", failed.reason, failed.message, failed.time
-    elif (suspended and suspended.true) or (spec.get("suspend") is True and not (suspended and not suspended.true)):
-        out.state = "Suspended"
-        if suspended:
-            out.reason, out.message, out.since = suspended.reason, suspended.message, suspended.time
-    return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Pods
 
 
 @dataclass
@@ -243,7 +78,7 @@ _NODES_AVAILABLE = re.compile(r"^(\d+)/(\d+) nodes are available: (.*)$")
 def condense_scheduling(message: str) -> str:
     """The scheduler's FailedScheduling message, short: `0/54 nodes available: 53 Insufficient nvidia.com/gpu,
     1 untolerated taint {nvidia.com/gpu: present}` (reasons by count, the preemption part dropped)."""
-    text = _one_line(message)
+    text = one_line(message)
     text = re.split(r"\.?\s*preemption: ", text, maxsplit=1)[0].rstrip(".")
     match = _NODES_AVAILABLE.match(text)
     if not match:
@@ -292,7 +127,7 @@ def _terminated_words(term: dict[str, Any]) -> tuple[str, int | None, str]:
     words = f"exit code {code}" + (f" ({signal})" if signal else "")
     if term.get("signal"):
         words += f", signal {term['signal']}"
-    message = _one_line(term.get("message") or "")
+    message = one_line(term.get("message") or "")
     if message:
         words += f": {message[:200]}"
     return words, code if isinstance(code, int) else None, reason
@@ -309,7 +144,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
         return PodProblem(
             name,
             "Evicted",
-            f"evicted: {_one_line(status.get('message') or '')}".rstrip(": "),
+            f"evicted: {one_line(status.get('message') or '')}".rstrip(": "),
             at=_pod_time(status),
             rank=rank,
         )
@@ -347,7 +182,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
         if waiting.get("reason") in WAITING_FAILURES:
             reason = waiting["reason"]
             words = WAITING_FAILURES[reason]
-            detail = _one_line(waiting.get("message") or "")
+            detail = one_line(waiting.get("message") or "")
             if reason == "CrashLoopBackOff" and last:
                 term_words, code, term_reason = _terminated_words(last)
                 reason_word = f"{term_reason}, " if term_reason and term_reason != "Error" else ""
@@ -393,7 +228,7 @@ def pod_problem(pod: dict[str, Any], workload_container: str = "workload") -> Po
                 rank=rank,
             )
     if phase == "Failed":
-        message = _one_line(status.get("message") or "")
+        message = one_line(status.get("message") or "")
         return PodProblem(
             name, status.get("reason") or "Failed", message or "the pod failed", at=_pod_time(status), rank=rank
         )
@@ -528,83 +363,3 @@ def summarize_pods(pods: list[dict[str, Any]], workload_container: str = "worklo
     # the earliest failure first: the pod that failed first usually caused the others
     out.groups = sorted(groups.values(), key=lambda g: (not g.fatal, rank.get(g.reason, len(rank)), g.at or "~"))
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Events
-
-
-@dataclass
-class EventLine:
-    """A Warning event (or several merged), as one line."""
-
-    at: str
-    kind: str
-    name: str
-    reason: str
-    message: str
-    count: int = 1
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "object": f"{self.kind}/{self.name}",
-            "reason": self.reason,
-            "message": self.message,
-            "count": self.count,
-        }
-
-    def text(self) -> str:
-        times = f" (x{self.count})" if self.count > 1 else ""
-        message = condense_scheduling(self.message) if self.reason == "FailedScheduling" else self.message
-        return f"{clock(self.at)} {self.kind} {self.name} {self.reason}: {message[:240]}{times}".strip()
-
-
-def event_time(event: dict[str, Any]) -> str:
-    """An event's last time: core/v1 `lastTimestamp`, or events.k8s.io's series/eventTime as core/v1 shows
-    them (RFC 3339 in UTC: compares as text); '' when it has none."""
-    return str(
-        event.get("lastTimestamp")
-        or (event.get("series") or {}).get("lastObservedTime")
-        or event.get("eventTime")
-        or event.get("firstTimestamp")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
-
-
-def event_message(event: dict[str, Any]) -> str:
-    """An event's message (core/v1) or note (events.k8s.io) on one line."""
-    return _one_line(event.get("message") or event.get("note") or "")
-
-
-def warning_events(
-    events: list[dict[str, Any]], names: set[str], uids: AbstractSet[str] = frozenset(), limit: int = 8
-) -> list[EventLine]:
-    """The Warning events whose object is one of `names` (or `uids`), newest first; the same reason and
-    message on many pods of the release is one line with the count summed."""
-    merged: dict[tuple[str, str, str], EventLine] = {}
-    for event in events:
-        if event.get("type") != "Warning":
-            continue
-        obj = event.get("involvedObject") or event.get("regarding") or {}
-        if obj.get("name") not in names and obj.get("uid") not in uids:
-            continue
-        count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
-        at = event_time(event)
-        message = event_message(event)
-        key = (
-            obj.get("kind", ""),
-            event.get("reason", ""),
-            message if obj.get("kind") != "Pod" else condense_scheduling(message),
-        )
-        line = merged.get(key)
-        if line is None:
-            merged[key] = EventLine(
-                at or "", obj.get("kind", ""), obj.get("name", ""), event.get("reason", ""), message, count
-            )
-        else:
-            line.count += count
-            if (at or "") > line.at:
-                line.at, line.name = at, obj.get("name", "")
-    return sorted(merged.values(), key=lambda e: e.at, reverse=True)[:limit]
