@@ -26,11 +26,18 @@ from helm_nemo.kube.auth import load_client_cert, run_exec_plugin
 from helm_nemo.kube.config import ClusterConfig
 from helm_nemo.kube.errors import KubeApiError, KubeConfigError, KubeUnreachable, api_error
 from helm_nemo.kube.paging import PAGE_SIZE, decode, list_all
-from helm_nemo.kube.transport import PlainConnection, TLSConnection, failure_reason, gunzip, proxy_for
+from helm_nemo.kube.transport import (
+    PlainConnection,
+    TLSConnection,
+    failure_reason,
+    gunzip,
+    proxy_for,
+    read_body,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 USER_AGENT = "helm-nemo"
@@ -174,10 +181,13 @@ class KubeClient:
         query: dict[str, Any] | None = None,
         body: dict[str, Any] | None = None,
         accept: str = "application/json",
+        *,
+        on_head: Callable[[bytes], None] | None = None,
     ) -> tuple[int, bytes, str]:
         """(status, body, content type); the body decompressed. Raises KubeUnreachable when there is no
         HTTP answer. JSON is asked for with `Accept-Encoding: gzip` (a page of 500 pods: 3.3 MB, 0.23 MB
-        compressed); text (logs) as it is."""
+        compressed); text (logs) as it is. `on_head` is called once with the first HEAD bytes of a
+        successful answer (decompressed), as soon as they arrive: paging asks for the next page then."""
         url = self.base_path + path + ("?" + urlencode(query) if query else "")
         headers = self._headers()
         headers["Accept"] = accept
@@ -203,7 +213,7 @@ class KubeClient:
                     conn.putheader("Content-Length", str(len(payload)))
                 conn.endheaders(payload)
                 response = conn.getresponse()
-                data = response.read()
+                data = read_body(response, on_head if response.status < 300 else None)
             except (
                 ConnectionResetError,
                 BrokenPipeError,
@@ -258,10 +268,11 @@ class KubeClient:
             raise
 
     def list(
-        self, path: str, query: dict[str, Any] | None = None, limit: int = PAGE_SIZE
+        self, path: str, query: dict[str, Any] | None = None, limit: int = PAGE_SIZE, *, managed_fields: bool = True
     ) -> builtins.list[dict[str, Any]]:
-        """Every item of a collection, page by page (kube/paging.py)."""
-        return list_all(self.request, path, query, limit)
+        """Every item of a collection, page by page (kube/paging.py); `managed_fields=False`: without the
+        items' metadata.managedFields (not decoded: half of what a big list costs to read)."""
+        return list_all(self.request, path, query, limit, managed_fields=managed_fields)
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` to a collection (SelfSubjectAccessReview and other virtual resources)."""

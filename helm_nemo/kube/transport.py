@@ -14,6 +14,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Callable
 
+# How much of an answer `read_body` hands to its `on_head` (a list's metadata, its continue token included).
+HEAD = 4096
+
 from helm_nemo.kube.errors import KubeConfigError, KubeUnreachable
 
 
@@ -82,3 +85,34 @@ def gunzip(data: bytes, server: str) -> bytes:
         return zlib.decompress(data, 16 + zlib.MAX_WBITS)  # the gzip container
     except zlib.error as err:
         raise KubeUnreachable(server, f"the answer's gzip is corrupt ({err})") from None
+
+
+def read_body(response: http.client.HTTPResponse, on_head: Callable[[bytes], None] | None = None) -> bytes:
+    """The whole body as it came (gzip and all). With `on_head`: read piece by piece, and once the first
+    HEAD bytes of the content (gunzipped) or its `"items"` key have arrived, `on_head(those bytes)` is
+    called before the rest is read (at the end, for a shorter answer)."""
+    if on_head is None:
+        return response.read()
+    import zlib
+
+    gzipped = response.getheader("Content-Encoding", "").strip().lower() == "gzip"
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
+    pieces, head = [], b""
+    while True:
+        piece = response.read1(65536)
+        if not piece:
+            break
+        pieces.append(piece)
+        if on_head is None:
+            continue
+        try:
+            head += inflate.decompress(inflate.unconsumed_tail + piece, HEAD - len(head)) if inflate else piece
+        except zlib.error:  # the whole body's gunzip says so
+            on_head = None
+            continue
+        if len(head) >= HEAD or b'"items"' in head:
+            on_head(head[:HEAD])
+            on_head = None
+    if on_head is not None:
+        on_head(head)
+    return b"".join(pieces)
