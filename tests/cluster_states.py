@@ -75,7 +75,11 @@ def kueue(
     namespace: str = NAMESPACE,
     resource: str = "nvidia.com/gpu",
     node_labels: dict | None = None,
+    also: dict[str, str] | None = None,
 ):
+    """Kueue's Topology (TAS), a ResourceFlavor, a ClusterQueue whose one resource group covers `resource`
+    with `quota` (and each of `also`: resource -> its nominal quota), and the LocalQueue `queue`."""
+    covered = {resource: quota, **(also or {})}
     if topology:
         kube.put(
             {
@@ -105,8 +109,10 @@ def kueue(
                 "namespaceSelector": {},
                 "resourceGroups": [
                     {
-                        "coveredResources": [resource],
-                        "flavors": [{"name": flavor, "resources": [{"name": resource, "nominalQuota": quota}]}],
+                        "coveredResources": list(covered),
+                        "flavors": [
+                            {"name": flavor, "resources": [{"name": r, "nominalQuota": q} for r, q in covered.items()]}
+                        ],
                     }
                 ],
             },

@@ -366,6 +366,47 @@ def test_eks_p5_healthy_and_without_the_efa_device_plugin(cluster):
     assert "vpc.amazonaws.com/efa" in resources["message"] and "aws-efa-k8s-device-plugin" in resources["hint"]
 
 
+def p5_queued(tmp_path: Path) -> Path:
+    """Seed 002's P5 file through Kueue: the nemo-training Job with LocalQueue `p5`."""
+    path = examples(tmp_path) / "p5-queued.yaml"
+    path.write_text(P5_VALUES.read_text() + "queue: p5\n")
+    return path
+
+
+P5_ALSO = {"memory": "1000Gi", "hugepages-2Mi": "100Gi", "vpc.amazonaws.com/efa": "256"}
+
+
+@pytest.mark.parametrize(
+    "also, verdict, words",
+    [
+        # Kueue 0.19 refuses it: "resource memory unavailable in ClusterQueue" (or another of the three)
+        ({}, "fail", "unavailable in ClusterQueue"),
+        ({k: v for k, v in P5_ALSO.items() if k != "memory"}, "fail", '"resource memory unavailable in ClusterQueue"'),
+        ({**P5_ALSO, "memory": "32000Mi"}, "fail", "insufficient quota for memory in flavor p5"),
+        (P5_ALSO, "ok", "hugepages-2Mi, memory, vpc.amazonaws.com/efa covered too"),
+    ],
+    ids=["gpus-only", "memory-missing", "memory-too-small", "all-covered"],
+)
+def test_quota_compares_every_resource_the_pods_request(cluster, tmp_path, also, verdict, words):
+    """The P5 pods ask for GPUs, EFA devices, memory and huge pages: a ClusterQueue that covers only GPUs
+    passes the GPU count but Kueue admits nothing (each requested resource must be covered)."""
+
+    def p5_kueue(kube):
+        states.healthy_p5(kube)
+        _fsx_claim(kube)
+        states.kueue(kube, queue="p5", cluster_queue="p5-cq", flavor="p5", quota=64, topology=False, also=also)
+
+    _, env = cluster(p5_kueue)
+    code, document = check(env, p5_queued(tmp_path))
+    quota = result(document, "queue.quota")
+    assert quota["verdict"] == verdict and words in quota["message"], quota
+    assert (code == 1) == (verdict == "fail") and document["failed"] == (["queue.quota"] if code else [])
+    if not also:  # all three named, each with what the pods need in all
+        assert quota["details"]["uncovered"] == ["hugepages-2Mi", "memory", "vpc.amazonaws.com/efa"]
+        assert "requests 10Gi hugepages-2Mi, 64000Mi memory, 64 vpc.amazonaws.com/efa" in quota["message"]
+        assert "coveredResources of ClusterQueue p5-cq" in quota["hint"]
+
+
 def test_a4x_max_needs_kubernetes_1_34(cluster):
     values = EXAMPLES / "a4x-max-llama31-405b.yaml"
     env_extra = {"KUEUE_NAME": "a4x-max"}

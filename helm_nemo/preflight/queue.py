@@ -1,11 +1,10 @@
-"""queue.*: the Kueue LocalQueue the workload names, its ClusterQueue's GPU quota, and topology-aware
-scheduling (TAS) when the pods ask for a topology level."""
+"""queue.*: the Kueue LocalQueue the workload names, its ClusterQueue's quota (preflight/quota.py), and
+topology-aware scheduling (TAS) when the pods ask for a topology level."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
-from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result, gpu_resource, quantity_text
+from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result
+from helm_nemo.preflight.quota import quota
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -35,11 +34,6 @@ def _kueue_version(facts: Facts) -> str | None:
         if facts.served(f"{KUEUE_GROUP}/{version}", "LocalQueue") is not None:
             return f"{KUEUE_GROUP}/{version}"
     return None
-
-
-def _gpus(release: Release, workload: Workload) -> tuple[str, Decimal]:
-    resource = gpu_resource(release)
-    return resource, workload.requests().get(resource, Decimal(0)) * workload.pods
 
 
 def queue(facts: Facts, releases: list[Release], options: dict[str, Any]) -> list[Result]:
@@ -127,77 +121,9 @@ def queue(facts: Facts, releases: list[Release], options: dict[str, Any]) -> lis
                 release=release.name,
             )
         )
-        results.append(_quota(release, workload, cq_name, cluster_queue))
+        results.append(quota(release, workload, cq_name, cluster_queue))
         results.extend(_topology(facts, api, release, workload, cluster_queue))
     return results
-
-
-def _quota(release: Release, workload: Workload, cq_name: str, cluster_queue: dict[str, Any]) -> Result:
-    resource, needed = _gpus(release, workload)
-    if not needed:
-        return Result(
-            "queue.quota", SKIPPED, f"{workload.kind} {workload.name} requests no {resource}", release=release.name
-        )
-    quota, flavors = Decimal(0), []
-    borrow = False
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-        for flavor in group.get("flavors") or []:
-            for item in flavor.get("resources") or []:
-                if item.get("name") == resource:
-                    amount = _quantity(item.get("nominalQuota"))
-                    quota += amount
-                    flavors.append(f"flavor {flavor.get('name')}: {quantity_text(amount)}")
-                    borrow = borrow or item.get("borrowingLimit") is None or _quantity(item.get("borrowingLimit")) > 0
-    cohort = (cluster_queue.get("spec") or {}).get("cohort") or (cluster_queue.get("spec") or {}).get("cohortName")
-    used = Decimal(0)
-    for flavor in (cluster_queue.get("status") or {}).get("flavorsUsage") or []:
-        for item in flavor.get("resources") or []:
-            if item.get("name") == resource:
-                used += _quantity(item.get("total"))
-    what = (
-        f"ClusterQueue {cq_name} has {quantity_text(quota)} {resource} of quota"
-        f"{' (' + ', '.join(flavors) + ')' if flavors else ''}; {workload.kind} {workload.name} needs "
-        f"{quantity_text(needed)} ({workload.pods} pods)"
-    )
-    details = {
-        "resource": resource,
-        "quota": quantity_text(quota),
-        "needed": quantity_text(needed),
-        "used": quantity_text(used),
-    }
-    if needed > quota:
-        if cohort and borrow:
-            return Result(
-                "queue.quota",
-                WARN,
-                what + f": it can run only by borrowing from cohort {cohort}",
-                "raise nominalQuota, or make sure the cohort has that much unused",
-                release.name,
-                details,
-            )
-        return Result(
-            "queue.quota",
-            FAIL,
-            what,
-            f"raise spec.resourceGroups[].flavors[].resources[{resource}]."
-            f"nominalQuota of ClusterQueue {cq_name} to at least {quantity_text(needed)}, or run fewer "
-            "GPUs (workload.gpus)",
-            release.name,
-            details,
-        )
-    if needed > quota - used:
-        return Result(
-            "queue.quota",
-            WARN,
-            what + f"; {quantity_text(used)} are in use by admitted workloads, so it "
-            "waits in the queue until they finish",
-            "kubectl get workloads -A to see what holds the quota",
-            release.name,
-            details,
-        )
-    return Result(
-        "queue.quota", OK, what + f" ({quantity_text(quota - used)} free)", release=release.name, details=details
-    )
 
 
 def _topology(
@@ -253,12 +179,3 @@ def _topology(
             )
         ]
     return [Result("queue.topology", OK, f"Topology {', '.join(topologies)} has level {level}", release=release.name)]
-
-
-def _quantity(value: object) -> Decimal:
-    from helm_nemo.validate.quantity import parse_quantity
-
-    try:
-        return parse_quantity(value) or Decimal(0) if value is not None else Decimal(0)
-    except Exception:  # not a quantity: no amount
-        return Decimal(0)
