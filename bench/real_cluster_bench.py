@@ -366,7 +366,7 @@ def bench_failed(cluster, tmp: Path, rounds: int, pods: int, setup: dict) -> dic
 # --------------------------------------------------------------------------------------------------
 
 
-def bench_preflight(cluster, tmp: Path, rounds: int) -> dict:
+def bench_preflight(cluster, tmp: Path, rounds: int, baseline: Path | None = None) -> dict:
     from helm_nemo.values.plan import build_plans, helm_values_json
 
     server = subprocess.Popen(
@@ -392,13 +392,16 @@ def bench_preflight(cluster, tmp: Path, rounds: int) -> dict:
             },
             "real": {**base, "KUBECONFIG": str(cluster.kubeconfig_path), "HELM_NEMO_CACHE_DIR": str(tmp / "cache-r")},
         }
+        if baseline is not None:  # another checkout's code (e.g. main) on the same clusters, in the same rounds
+            for name in ("emulator", "real"):
+                envs[f"baseline_{name}"] = {**envs[name], "PYTHONPATH": str(baseline)}
         cmd = [*NEMO, "preflight", "--values", str(pb.RECIPE), "-n", NAMESPACE, "-o", "json"]
         plain = []
         for plan in build_plans(pb.RECIPE, base):
             values = tmp / f"{plan.release}.json"
             values.write_text(helm_values_json(plan))
             plain.append([HELM, "template", plan.release, plan.chart, "-f", str(values), "-n", NAMESPACE])
-        times: dict[str, list[float]] = {"emulator": [], "real": [], "helm_template_x3": []}
+        times: dict[str, list[float]] = {name: [] for name in envs} | {"helm_template_x3": [], "load_average": []}
         documents: dict[str, dict] = {}
         for round_ in range(rounds + 1):
             for name, env in envs.items():
@@ -416,6 +419,7 @@ def bench_preflight(cluster, tmp: Path, rounds: int) -> dict:
                 elapsed += took
             if round_:
                 times["helm_template_x3"].append(elapsed)
+                times["load_average"].append(os.getloadavg()[0])  # the 2 cores are shared: what else ran
     finally:
         server.stdin.close()
         server.wait(timeout=30)
@@ -512,6 +516,11 @@ def main() -> int:
         "runs alone: it needs a node per pod)",
     )
     parser.add_argument("--failed-pods", type=int, default=1024)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout (e.g. /work/main) whose preflight runs in the same rounds beside this one's",
+    )
     args = parser.parse_args()
     from real_cluster import RealCluster
 
@@ -536,7 +545,7 @@ def main() -> int:
                 setup.update(preflight_state(cluster))
             if args.only not in ("status", "failed"):
                 echo("preflight rounds ...")
-                result["preflight"] = bench_preflight(cluster, tmp, args.rounds)
+                result["preflight"] = bench_preflight(cluster, tmp, args.rounds, args.baseline)
             if args.only not in ("preflight", "failed"):
                 echo("status rounds ...")
                 result["status"] = bench_status(cluster, tmp, args.rounds, args.pods, args.log_mb, setup)
@@ -566,10 +575,11 @@ def _print(result: dict, setup: dict, began: float, args) -> int:
                 f"{r['log_reads']} log reads on the emulator)"
             )
         print(f"{what} ({args.rounds} rounds, medians; min-max):")
-        for key in ("emulator", "real", "helm_template_x3"):
+        for key in ("emulator", "real", "baseline_emulator", "baseline_real", "helm_template_x3", "load_average"):
             if key in r:
                 s = r[key]
-                print(f"  {key:17} {s['median']:.3f} s  ({s['min']:.3f}-{s['max']:.3f})")
+                unit = "" if key == "load_average" else " s"
+                print(f"  {key:17} {s['median']:.3f}{unit}  ({s['min']:.3f}-{s['max']:.3f})")
         print(f"  real / emulator   {r['real']['median'] / r['emulator']['median']:.2f}")
         if "same_capacity_answer" in r:
             print(f"  the same capacity.gpus details on both: {r['same_capacity_answer']}")

@@ -11,6 +11,7 @@ and that uninstall leaves nothing behind."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import subprocess
@@ -431,6 +432,120 @@ def test_jobset_runs_on_gpu_nodes_and_kueue_holds_what_exceeds_quota(cluster, ne
     ok(nemo("uninstall", "first", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     ok(nemo("uninstall", "second", "--values", str(JOBSET_EXAMPLE), "-n", namespace))
     cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+
+
+P5_EXAMPLE = ROOT / "values/examples/p5-gpt3-5b-slurm.yaml"  # on EKS: the nemo-training Job, 2 pods of 8 GPUs
+
+
+def p5_cluster_queue(cluster, namespace: str, quota: dict[str, object]) -> str:
+    """A Topology of hosts and a ResourceFlavor for P5 nodes (the chart asks for a preferred topology level:
+    a flavor without one is refused), a ClusterQueue for this namespace whose one resource group covers
+    `quota`'s resources, and the LocalQueue QUEUE. Returns the ClusterQueue's name."""
+    accelerator = yaml.safe_load((ROOT / "values/accelerators/p5.yaml").read_text())
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Topology",
+            "metadata": {"name": "hosts"},
+            "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "p5-plain"},
+            "spec": {"nodeLabels": accelerator["nodeLabels"], "topologyName": "hosts"},
+        }
+    )
+    cq = f"cq-{namespace}"
+    group = {
+        "coveredResources": list(quota),
+        "flavors": [{"name": "p5-plain", "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()]}],
+    }
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [group],
+            },
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        }
+    )
+    return cq
+
+
+def test_preflight_names_the_resources_kueue_refuses_before_kueue_does(cluster, nemo, helm_name, tmp_path):
+    """The P5 pods ask for GPUs, EFA devices, memory and huge pages. A ClusterQueue that covers only GPUs:
+    preflight fails queue.quota naming the three others; installed anyway, Kueue 0.19 holds the Job with
+    "resource X unavailable in ClusterQueue" for one of them. Covered, preflight passes it and Kueue admits."""
+    ensure_nodes(cluster, "p5", 2)
+    namespace = new_namespace(cluster, f"kq-{helm_name}")
+    queued = overlay(tmp_path, "queued", {"queue": QUEUE})
+    values = ["--values", str(P5_EXAMPLE), "--values", str(queued), "-n", namespace]
+    p5_cluster_queue(cluster, namespace, {"nvidia.com/gpu": 16})
+
+    def quota_check() -> dict:
+        proc = nemo("preflight", *values, "-o", "json")
+        assert proc.returncode in (0, 1), proc.stderr
+        return next(c for c in json.loads(proc.stdout)["checks"] if c["id"] == "queue.quota")
+
+    said = quota_check()
+    assert said["verdict"] == "fail", said
+    uncovered = said["details"]["uncovered"]
+    assert uncovered == ["hugepages-2Mi", "memory", "vpc.amazonaws.com/efa"], said
+
+    with cleaned_up(nemo, P5_EXAMPLE, namespace):
+        ok(nemo("install", *values))
+        held = cluster.wait_for(
+            "Kueue evaluates the Job's Workload",
+            lambda: (w := job_workload(cluster, namespace, "gpt3-5b")) and condition(w, "QuotaReserved") and w,
+            60,
+        )
+        reserved = condition(held, "QuotaReserved")
+        print(f"preflight: {said['message']}\nKueue: {reserved['reason']}: {reserved['message']}")
+        refused = re.search(r"resource (\S+) unavailable in ClusterQueue", reserved["message"])
+        assert reserved["status"] == "False" and refused and refused.group(1) in uncovered, reserved
+
+        # Every resource covered with room: preflight passes the quota and Kueue admits the Job.
+        p5_cluster_queue(
+            cluster,
+            namespace,
+            {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "memory": "100Gi", "hugepages-2Mi": "10Gi"},
+        )
+        said = quota_check()
+        assert said["verdict"] == "ok", said
+        try:
+            cluster.wait_for(
+                "Kueue admits the Job once every resource is covered",
+                lambda: (
+                    (condition(job_workload(cluster, namespace, "gpt3-5b") or {}, "Admitted") or {}).get("status")
+                    == "True"
+                ),
+                60,
+            )
+        except AssertionError as err:
+            workload = job_workload(cluster, namespace, "gpt3-5b") or {}
+            raise AssertionError(f"{err}; the Workload: {(workload.get('status') or {}).get('conditions')}") from None
+        ok(nemo("uninstall", *values))
+    cluster.wait_for(f"nothing left in {namespace}", lambda: not leftovers(cluster, namespace), 90, 1)
+
+
+def job_workload(cluster, namespace: str, job: str) -> dict | None:
+    for workload in cluster.list_objects("kueue.x-k8s.io/v1beta2", "workloads", namespace):
+        if any(o["kind"] == "Job" and o["name"] == job for o in workload["metadata"].get("ownerReferences", [])):
+            return workload
+    return None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -45,7 +45,8 @@ CHECKS = [
     (
         queue.queue,
         ["queue.localqueue", "queue.quota", "queue.topology"],
-        "the LocalQueue exists and its ClusterQueue is active, has GPU quota for the job, and the topology level asked for",
+        "the LocalQueue exists, its ClusterQueue is active and covers and holds every resource the pods request, "
+        "and the topology level asked for exists",
     ),
     (
         capacity.capacity,

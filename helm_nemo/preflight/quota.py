@@ -61,7 +61,7 @@ def quota(release: Release, workload: Workload, cq_name: str, cluster_queue: dic
         flavors = [(f.get("name", ""), _quotas(f)) for f in group.get("flavors") or [] if isinstance(f, dict)]
         fitting = next(((n, q) for n, q in flavors if all(a <= q[r][0] for r, a in asked.items())), None)
         if fitting is None:
-            return _too_small(release, who, cq_name, asked, flavors, cohort, gpu, used)
+            return _too_small(release, who, workload.pods, cq_name, asked, flavors, cohort, gpu, used)
         chosen.append(fitting)
     flavor, quotas = next((f, q) for f, q in chosen if gpu in q)
     details = _details(gpu, quotas[gpu][0], needed[gpu], used.get((flavor, gpu), Decimal(0)))
@@ -102,7 +102,7 @@ def _uncovered(
         FAIL,
         f"{who} requests {asked}, which ClusterQueue {cq_name} does not cover (it covers "
         f'{", ".join(covered) or "nothing"}): Kueue will not admit it, "resource {uncovered[0]} unavailable '
-        'in ClusterQueue"',
+        'in ClusterQueue"' + (" (or another of them: Kueue names the first it meets)" if len(uncovered) > 1 else ""),
         f"add {', '.join(uncovered)} to a resource group's coveredResources of ClusterQueue {cq_name}, with a "
         "nominalQuota in each of its flavors (or leave them out of Kueue's count: excludeResourcePrefixes in "
         "its Configuration)",
@@ -114,6 +114,7 @@ def _uncovered(
 def _too_small(
     release: Release,
     who: str,
+    pods: int,
     cq_name: str,
     asked: dict[str, Decimal],
     flavors: list[tuple[str, Quotas]],
@@ -136,7 +137,7 @@ def _too_small(
     each = ", ".join(f"flavor {n}: {amount_text(resource, q.get(resource, (Decimal(0), None))[0])}" for n, q in flavors)
     what = (
         f"ClusterQueue {cq_name} has {amount_text(resource, nominal)} {resource} of quota ({each}); {who} needs "
-        f"{amount_text(resource, asked[resource])}: {words}"
+        f"{amount_text(resource, asked[resource])} ({pods} pods): {words}"
     )
     details = _details(resource, nominal, asked[resource], used.get((name, resource), Decimal(0)))
     may_borrow = bool(cohort) and any(_borrowing_holds(asked, q) for _, q in flavors)
