@@ -210,6 +210,31 @@ def test_control_plane_is_the_pinned_upstream(cluster):
     assert "admission webhook" in str(refused.value) and "jobset" in str(refused.value).lower(), refused.value
 
 
+def test_lists_without_managed_fields_are_the_lists_less_them(cluster):
+    """kube/paging.py cuts metadata.managedFields from the bytes the real API server sends: the same answer,
+    cut and decoded, as decoded whole with them dropped (nodes, pods, events: each page as the server wrote it)."""
+    from helm_nemo.kube import connect
+    from helm_nemo.kube.paging import decode, decode_without_managed_fields, without_managed_fields
+
+    namespace = new_namespace(cluster, "fields")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    client = connect([], {"KUBECONFIG": str(cluster.kubeconfig_path)})
+    for path in ("/api/v1/nodes", "/api/v1/pods", "/api/v1/events"):
+        status, data, _ = client.request("GET", path, {"limit": "500"})
+        whole = decode(data)
+        assert status == 200 and whole["items"], path
+        assert without_managed_fields(data) is not data, path  # cut, not the fallback
+        for item in whole["items"]:
+            assert item["metadata"].pop("managedFields"), path
+        assert decode_without_managed_fields(data) == whole, path
+
+
 # --------------------------------------------------------------------------------------------------
 # Every example is accepted by the real API server and webhooks, and uninstalls to nothing
 
@@ -454,14 +479,14 @@ def p5_cluster_queue(cluster, namespace: str, quota: dict[str, object]) -> str:
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ResourceFlavor",
-            "metadata": {"name": "p5-plain"},
+            "metadata": {"name": "p5-hosts"},
             "spec": {"nodeLabels": accelerator["nodeLabels"], "topologyName": "hosts"},
         }
     )
     cq = f"cq-{namespace}"
     group = {
         "coveredResources": list(quota),
-        "flavors": [{"name": "p5-plain", "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()]}],
+        "flavors": [{"name": "p5-hosts", "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()]}],
     }
     cluster.apply(
         {
