@@ -113,4 +113,5 @@ NORMALISATIONS = {
     "launcher-args-as-argv",
     "run-identity-normalised",
     "kubernetes-defaults",
+    "shell-quote-removal",
 }
