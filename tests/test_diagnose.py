@@ -262,3 +262,22 @@ def test_a_pod_sigkilled_after_another_failed_is_the_sets_teardown_not_the_cause
     assert diagnose_texts(texts, kind="pod", extra=before).cause.signature == "sigkill"
     oom = pods.events([_killed("node-1.log", 137, "2026-11-26T20:47:39Z", reason="OOMKilled")])
     assert diagnose_texts(texts, kind="pod", extra=oom).cause.klass == "host-oom"
+
+
+def test_the_real_hang_dumps_in_a_folder_of_their_own_name_the_rank_that_did_not_join(tmp_path):
+    """The run's dump folder (workload.flightRecorder writes it on the run's storage) named beside the pods' logs:
+    the real dumps of gpu/hang say rank 1 never joined all_reduce #108; the folder alone is not a diagnosis."""
+    case = ROOT / "tests/logs/real/gpu/hang"
+    dumps, logs = tmp_path / "flight-recorder", tmp_path / "logs"
+    dumps.mkdir()
+    logs.mkdir()
+    for path in case.glob("nccl_trace_rank_*"):
+        (dumps / path.name).write_bytes(path.read_bytes())
+    for path in case.glob("node-*.log"):
+        (logs / path.name).write_bytes(path.read_bytes())
+    diagnosis = diagnose_paths([str(dumps), str(logs)])
+    assert diagnosis.cause is not None and diagnosis.cause.klass == "nccl-timeout"
+    assert diagnosis.hang is not None and diagnosis.hang.not_joined == [1]
+    assert diagnosis.hang.collective == "nccl:all_reduce #108 of process group 0 (default_pg)"
+    with pytest.raises(UserError, match="only flight-recorder dumps"):
+        diagnose_paths([str(dumps)])

@@ -27,7 +27,7 @@ def test_generated_for_every_profile():
     with_test = sorted(p["id"] for p in profiles.values() if p.get("ncclTest"))
     assert with_test == sorted(profiles)  # every accelerator has its NCCL test
     assert sorted(p.parent.name for p in (ROOT / "charts").glob("*/nccl-test")) == with_test
-    assert 'version: "1.2.0"' in (CHART / "Chart.yaml").read_text()
+    assert 'version: "1.3.0"' in (CHART / "Chart.yaml").read_text()
     assert (CHART / "values.schema.json").is_file() and (CHART / "README.md").is_file()
 
 
@@ -140,6 +140,67 @@ def test_indexed_job_with_the_profile_network_and_own_launcher(helm):
     # A launcher from the values (the recipe's --set-file) replaces it.
     own = docs(helm.template("t", CHART, "--set", "workload_launcher=echo mine").stdout)
     assert own[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"].strip() == "echo mine"
+
+
+def test_a_published_launcher_is_recognised_by_its_digest_and_replaced(helm, tmp_path):
+    """gpu-recipes' src/launchers/nccl-test.sh is listed by its sha256 (its text is not copied here: the full
+    corpus run checks that digest against the real file). The mechanism, with a stand-in launcher listed the
+    same way in a copy of the chart: that text is replaced by the chart's launcher and the notes say so; the
+    same text with one byte changed runs as given."""
+    import hashlib
+    import shutil
+
+    import yaml
+
+    listed = (CHART / "files" / "published-launchers.yaml").read_text()
+    (entry,) = yaml.safe_load(listed)
+    assert "gpu-recipes/blob/" in entry["source"] and len(entry["fixes"]) == 3
+    assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    stand_in = tmp_path / "nccl-test.sh"
+    stand_in.write_text("#!/bin/bash\nset -x\nmpirun all_gather_perf | tee log\n")
+    digest = hashlib.sha256(stand_in.read_bytes()).hexdigest()
+    (chart / "files" / "published-launchers.yaml").write_text(
+        listed + f"- sha256: {digest}\n  source: a stand-in\n  fixes: [the exit status]\n"
+    )
+    own = (CHART / "files" / "nccl-test.sh").read_text()
+    out = docs(helm.template("t", chart, "--set-file", f"workload_launcher={stand_in}").stdout)
+    assert out[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"] == own
+    notes = _notes(helm, chart, stand_in)
+    assert notes is None or f"workload_launcher is the published launcher a stand-in\n(sha256 {digest})" in notes
+    assert notes is None or "  - the exit status" in notes
+    stand_in.write_text(stand_in.read_text() + " ")
+    out = docs(helm.template("t", chart, "--set-file", f"workload_launcher={stand_in}").stdout)
+    assert out[("ConfigMap", "t-launcher")]["data"]["launch-workload.sh"].startswith("#!/bin/bash\nset -x\n")
+    notes = _notes(helm, chart, stand_in)
+    assert notes is None or "published launcher" not in notes
+
+
+def _notes(helm, chart: Path, launcher: Path) -> str | None:
+    """The release notes of an install dry run; Helm 3's dry run needs a cluster (None: not shown)."""
+    if helm.name == "helm3":
+        return None
+    return helm.run("install", "t", str(chart), "--dry-run", "--set-file", f"workload_launcher={launcher}").stdout
+
+
+@pytest.mark.parametrize("accelerator, ring", [("a3ultra", True), ("a3high", True), ("g4", False), ("p5", False)])
+def test_all_reduce_runs_with_the_algorithm_of_the_profile_floors(helm, accelerator, ring):
+    """Ring where the profile's all_reduce floors are Ring figures (or it has none: 2 nodes then measure the
+    network), NCCL's own choice where they were published for it (G4's single-node gate, AICR's gates)."""
+    launcher = docs(helm.template("t", ROOT / "charts" / accelerator / "nccl-test").stdout)[
+        ("ConfigMap", "t-launcher")
+    ]["data"]["launch-workload.sh"]
+    assert ("export NCCL_ALGO=Ring" in launcher) == ring
+
+
+def test_a_profile_whose_all_reduce_floor_the_launcher_cannot_meet_does_not_load(tmp_path):
+    from helm_nemo.generate.profiles import ProfileError, load_profile
+
+    text = (ROOT / "values/accelerators/g4.yaml").read_text().replace("allReduceAlgo: any", "allReduceAlgo: Ring")
+    (tmp_path / "g4.yaml").write_text(text)
+    with pytest.raises(ProfileError, match=r"floors\[0\]: an all_reduce floor for algo 'any'.*allReduceAlgo 'Ring'"):
+        load_profile(tmp_path / "g4.yaml")
 
 
 # Recorded on two H100s (tests/fixtures/nccl/gpu/README.md): all_reduce 8 B-2 GiB with NCCL's INFO lines among

@@ -1,7 +1,8 @@
 """Logs a user already has (`helm nemo logs --errors --file LOG…`): files, folders of them, `-` for stdin.
 
 One file per pod or rank; a folder gives its files in name order (hidden files, `case.yaml` and torchrun's
-error.json files are skipped; flight-recorder dumps `nccl_trace_rank_N` are read as such). Bad input is a
+error.json files are skipped; flight-recorder dumps `nccl_trace_rank_N` are read as such, and a folder of dumps
+alone may be named beside the logs: `--file DUMPS/ --file LOGS/`). Bad input is a
 UserError (exit 2): a missing path, a binary file named, a folder with no log in it.
 """
 
@@ -64,12 +65,16 @@ def read(paths: list[str], stdin: object = None) -> Logs:
         else:
             raise _bad(given, "no such file or folder", "give a log file, a folder of logs, or - for stdin")
     if not out.texts:
-        raise _bad(", ".join(paths), "no log to read", "give a log file, a folder of logs, or - for stdin")
+        raise _bad(
+            ", ".join(paths),
+            "no log to read" + (" (only flight-recorder dumps)" if out.dumps else ""),
+            "give a log file, a folder of logs, or - for stdin" + (", beside the dumps" if out.dumps else ""),
+        )
     return out
 
 
 def _folder(folder: Path, given: str, out: Logs) -> None:
-    found = 0
+    found = dumps = 0
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts) or path.name in SKIPPED:
@@ -77,11 +82,12 @@ def _folder(folder: Path, given: str, out: Logs) -> None:
         rank = flight.rank_of(path.name)
         if rank is not None:
             out.dumps[rank] = path
+            dumps += 1
             continue
         data = path.read_bytes()
         if _binary(data[:SNIFF]) or path.suffix in (".pkl", ".pickle", ".gz", ".tgz", ".zip"):
             continue
         out.texts.append((str(Path(given) / rel), data.decode("utf-8", errors="replace"), path.parent))
         found += 1
-    if not found:
+    if not found and not dumps:  # a folder of dumps only goes with the logs named beside it (checked in read)
         raise _bad(given, "the folder holds no log", "give a folder with one log file per pod or rank")

@@ -71,6 +71,9 @@ def _after_the_error(scans: list[SourceScan]) -> None:
         for event in scan.events:
             if event.signature in ("worker-exit", "signal") and first is not None and event.role == "cause":
                 event.role, event.why = "consequence", "the worker's exit after the error above"
+            if first is not None and event.signature == first.signature and not first.rank and event.rank:
+                # torchrun's log line (`failed (exitcode: -11) local_rank: 0`) names no global rank; its summary does
+                first.rank, first.node = event.rank, first.node or event.node
             if event.fatal and event.role in ("cause", "weak") and first is None:
                 first = event
 

@@ -68,14 +68,13 @@ def test_values(
 
 
 def collective(profile: dict[str, Any], nodes: int) -> str | None:
-    """The collective to run: one the profile has a floor for on `nodes` nodes, as the chart's launcher runs
-    it (all_reduce forced onto Ring); all_gather first, which measures the network on 2 nodes whatever
-    algorithm NCCL picks. None: no floor fits (the chart's default runs, judged without a floor)."""
+    """The collective to run: one the profile has a floor for on `nodes` nodes (the chart's launcher runs
+    all_reduce with the profile's `allReduceAlgo`, the algorithm its all_reduce floors were measured with);
+    all_gather first, which measures the network on 2 nodes whatever algorithm NCCL picks. None: no floor fits
+    (the chart's default runs, judged without a floor)."""
     fitting = [
-        f
+        f["collective"]
         for f in (profile.get("ncclTest") or {}).get("floors") or []
         if f["minNodes"] <= nodes <= f.get("maxNodes", nodes)
     ]
-    names = [f["collective"] for f in fitting if f["collective"] != "all_reduce" or f.get("algo") == "Ring"]
-    names += [f["collective"] for f in fitting]  # an all_reduce floor for NCCL's own choice: the best there is
-    return "all_gather" if "all_gather" in names else (names[0] if names else None)
+    return "all_gather" if "all_gather" in fitting else (fitting[0] if fitting else None)

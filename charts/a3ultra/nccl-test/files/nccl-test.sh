@@ -6,8 +6,10 @@
 #   --benchmark all_gather|all_reduce|alltoall|broadcast|reduce|reduce_scatter|sendrecv  (all_gather)
 #   --mask M (0x0)  --begin_msg_size 1K  --end_msg_size 16G  --factor 2  --warmup_iters 50  --run_iters 100
 # all_reduce runs with NCCL_ALGO=Ring unless the env names an algorithm: on 2 nodes NCCL's Tree/NVLSTree would
-# report a bus bandwidth above what the network carries. NCCL logs at INFO at least, for INIT, ENV and NET, so
-# the log names the transport (`NCCL INFO Using network ...`) and the environment NCCL read.
+# report a bus bandwidth above what the network carries (the profile's all_reduce floors are Ring figures).
+# NCCL logs at INFO at least, for INIT, ENV and NET, so the log names the transport (`NCCL INFO Using network ...`)
+# and the environment NCCL read. It also serves gpu-recipes' src/launchers/nccl-test.sh, which the chart
+# recognises and replaces (files/published-launchers.yaml): the same arguments, log folder and log file name.
 set -eu -o pipefail
 
 benchmark=all_gather mask=0x0 begin=1K end=16G factor=2 warmup=50 iters=100
@@ -36,6 +38,12 @@ export NCCL_TESTS_SPLIT_MASK=$mask
 port=222
 done_flag=/tmp/nccl-test.done
 service ssh restart
+# The NCCL plugin's libraries first on the library path and in the linker cache of every pod, one directory at a
+# time (ldconfig cannot stat a colon-joined list), as gpu-recipes' launcher does before any rank starts.
+if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
+  export LD_LIBRARY_PATH="${NCCL_PLUGIN_PATH}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  ldconfig ${NCCL_PLUGIN_PATH//:/ } 2>/dev/null || true
+fi
 
 if [ "${JOB_COMPLETION_INDEX:-0}" != 0 ]; then
   until [ -e "$done_flag" ]; do sleep 5; done
@@ -63,7 +71,8 @@ for var in $(compgen -e); do
 done
 
 mkdir -p "${LOG_DIR:=/tmp/nccl-tests-results}"
-log="$LOG_DIR/${benchmark}_${NNODES}x${GPUS_PER_NODE}_${begin}_${end}_${JOB_IDENTIFIER}.log"
+# gpu-recipes' log file name: <benchmark>_<nodes>_<GPUs per node>_<begin>_<end>_<factor>_<warmup>_<iters>_<start time>.log
+log="$LOG_DIR/${benchmark}_${NNODES}_${GPUS_PER_NODE}_${begin}_${end}_${factor}_${warmup}_${iters}_$(date +%Y-%m-%d-%H-%M-%S).log"
 status=0
 OMPI_MCA_orte_keep_fqdn_hostnames=t mpirun --allow-run-as-root --bind-to none \
   --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca plm_rsh_no_tree_spawn true \
