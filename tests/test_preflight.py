@@ -394,7 +394,7 @@ def test_quota_compares_every_resource_the_pods_request(cluster, tmp_path, also,
     def p5_kueue(kube):
         states.healthy_p5(kube)
         _fsx_claim(kube)
-        states.kueue(kube, queue="p5", cluster_queue="p5-cq", flavor="p5", quota=64, topology=False, also=also)
+        states.kueue(kube, queue="p5", cluster_queue="p5-cq", flavor="p5", quota=64, also=also)
 
     _, env = cluster(p5_kueue)
     code, document = check(env, p5_queued(tmp_path))
@@ -583,7 +583,10 @@ def test_csi_driver_missing(cluster):
     assert "GcsFuseCsiDriver=ENABLED" in result(document, "storage.csi")["hint"]  # the profile's hint
 
 
-def test_topology_level_missing_is_a_warning_for_a_preference(cluster):
+def test_a_preferred_topology_level_the_topology_lacks_fails(cluster):
+    """Kueue v0.19.2 treats a preferred level like a required one when it picks a flavor
+    (checkPodSetAndFlavorMatchForTAS: `does not contain the requested level`): the Workload would stay pending."""
+
     def no_hostname_level(kube):
         states.healthy_a3ultra(kube)
         topology = kube.get("Topology", "gke-default")
@@ -592,8 +595,9 @@ def test_topology_level_missing_is_a_warning_for_a_preference(cluster):
 
     _, env = cluster(no_hostname_level)
     code, document = check(env)
-    assert code == 0 and result(document, "queue.topology")["verdict"] == "warn"
+    assert code == 1 and result(document, "queue.topology")["verdict"] == "fail"
     assert "kubernetes.io/hostname is not a level" in result(document, "queue.topology")["message"]
+    assert "does not contain the requested level" in result(document, "queue.topology")["hint"]
 
 
 def test_required_topology_without_a_topology_fails(cluster):

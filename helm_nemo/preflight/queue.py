@@ -3,7 +3,7 @@ topology-aware scheduling (TAS) when the pods ask for a topology level."""
 
 from __future__ import annotations
 
-from helm_nemo.preflight.model import FAIL, OK, SKIPPED, WARN, Result
+from helm_nemo.preflight.model import FAIL, OK, SKIPPED, Result
 from helm_nemo.preflight.quota import quota
 
 TYPE_CHECKING = False
@@ -134,8 +134,11 @@ def _topology(
     if not asked:
         return []
     key, level = asked[0]
-    required = key.endswith("required-topology")
-    verdict = FAIL if required else WARN
+    # Kueue (v0.19.2 pkg/scheduler/flavorassigner/tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS) admits a
+    # pod set asking for a topology, preferred as much as required, only on a flavor with a Topology holding that
+    # level: otherwise `Flavor "F" does not support TopologyAwareScheduling` / `does not contain the requested
+    # level`, and the Workload stays pending. A preference is not ignored: both fail here.
+    verdict = FAIL
     flavor_names = [
         f.get("name")
         for g in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
@@ -154,8 +157,9 @@ def _topology(
                 verdict,
                 f"the pods ask for topology level {level} ({key.rsplit('/', 1)[1]}) "
                 f"but no ResourceFlavor of ClusterQueue {cluster_queue['metadata']['name']} names a Topology",
-                "set spec.topologyName on the GPU ResourceFlavor and create the Topology (Kueue TAS)"
-                + ("" if required else "; without it Kueue ignores the preference"),
+                "set spec.topologyName on the GPU ResourceFlavor and create the Topology (Kueue TAS); Kueue admits "
+                'no pod set asking for a topology on a flavor without one (Flavor "…" does not support '
+                "TopologyAwareScheduling)",
                 release.name,
             )
         ]
@@ -174,7 +178,8 @@ def _topology(
                 verdict,
                 f"topology level {level} is not a level of Topology "
                 f"{', '.join(topologies)} (levels: {', '.join(levels) or 'none'})",
-                "add the level to the Topology, or ask for one of its levels",
+                'add the level to the Topology, or ask for one of its levels (Kueue: Flavor "…" does not contain '
+                "the requested level)",
                 release.name,
             )
         ]
