@@ -58,6 +58,7 @@ NEMO = (
 )
 HELM = pb.HELM
 NAMESPACE = "ml-team"
+FAILED_RELEASE = sb.RELEASE  # the chart renders its names and labels for it
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
 for _name in ("HELM_NAMESPACE", "HELM_KUBECONTEXT", "HELM_KUBEAPISERVER", "HELM_KUBETOKEN"):
@@ -165,7 +166,7 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
 
     took: dict[str, float] = {}
     start = time.monotonic()
-    jobset, _ = sb.chart_pod_spec(pods)
+    jobset, _ = sb.chart_pod_spec(gpus=8 * pods)
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     # kwok's pod-complete stage would end the pods a few seconds after they run: a training runs for hours.
     # (kwok takes the smaller of delay and jitter-delay when jitter-delay is not the larger: both are set.)
@@ -193,6 +194,176 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
     cluster.wait_for(f"{pods} pods of the JobSet Running", all_running, 300, 3 if pods >= 100 else 0.5)
     mark(took, f"Kueue admits, controllers make and kwok runs {pods} pods", start)
     return len(text), steps, took
+
+
+# --------------------------------------------------------------------------------------------------
+# A failed 1,024-pod JobSet (issue 34 item 7): tests/failed_at_scale.py's run of real GPU logs
+
+
+def failed_pod_status(template: dict, run, finished: dict) -> dict:
+    """A pod's status as the kubelet leaves it: the workload container ended with the run's exit code, the
+    others killed with it (137)."""
+    containers = []
+    for container in template["spec"]["containers"]:
+        code = run.exit_code if container["name"] == "workload" else 137
+        term = {"exitCode": code, "reason": "Error", "startedAt": run.started_at, "finishedAt": run.finished_at}
+        containers.append(
+            {
+                "name": container["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": container.get("image", ""),
+                "state": {"terminated": term},
+            }
+        )
+    return {**finished, "phase": "Failed", "containerStatuses": containers}
+
+
+def failed_emulator(kube, runs: list, tmp: Path) -> dict[int, str]:
+    """The emulator's copy: the chart's JobSet (Failed) and pods (the same pod spec), the same logs."""
+    import status_states as S
+    from real_cluster import cri_log
+
+    jobset, template = sb.chart_pod_spec(gpus=8 * len(runs))
+    failed = S.condition("Failed", reason="FailedJobs", message="jobset failed: job workload-0 failed")
+    jobset["status"] = {
+        "restarts": 0,
+        "conditions": [failed],
+        "replicatedJobsStatus": [
+            {"name": "workload", "ready": 0, "active": 0, "succeeded": 0, "failed": 1, "suspended": 0}
+        ],
+    }
+    kube.put(jobset)
+    names = {}
+    for run in runs:
+        pod = S.pod(FAILED_RELEASE, run.rank)
+        pod["metadata"]["labels"].update(template["metadata"].get("labels") or {})
+        pod["spec"] = {**template["spec"], "nodeName": f"gke-a3u-{run.rank:04d}"}
+        pod["status"] = failed_pod_status(template, run, {"startTime": run.started_at, "conditions": []})
+        kube.put(pod)
+        names[run.rank] = pod["metadata"]["name"]
+        kube.write_cri_log(NAMESPACE, names[run.rank], cri_log(run.log))
+    return names
+
+
+def failed_real(cluster, runs: list, tmp: Path) -> tuple[dict[int, str], dict[str, float]]:
+    """On the real control plane: A3 Ultra nodes for every pod, Kueue, the chart's JobSet; the controllers
+    and kwok run its pods (kept running); kwok serves each pod's own log (a Logs object per pod); each pod
+    ends as the run says (the kubelet's report, the controller-manager paused meanwhile so the Job controller
+    sees them all ended); the JobSet fails."""
+    import cluster_states as states
+    from real_cluster import KEEP_RUNNING_LABEL, cri_log
+    from real_states import RealKube
+
+    took: dict[str, float] = {}
+    pods = len(runs)
+    start = time.monotonic()
+    kube = RealKube(cluster)
+    states.healthy_a3ultra(kube, nodes=pods, quota=8 * pods)
+    kube.flush(workers=6)
+    mark(took, f"create {pods} nodes + Kueue, networks, CSI", start)
+    start = time.monotonic()
+    jobset, template = sb.chart_pod_spec(gpus=8 * pods)
+    template["metadata"].setdefault("labels", {})[KEEP_RUNNING_LABEL] = "true"
+    cluster.api("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets", jobset)
+    selector = f"jobset.sigs.k8s.io/jobset-name={FAILED_RELEASE}"
+
+    def running() -> dict[int, str]:
+        items = cluster.list_objects("v1", "pods", NAMESPACE, selector)
+        count = sum(p["status"].get("phase") == "Running" for p in items)
+        echo(f"  {len(items)} pods, {count} Running")
+        if len(items) != pods or count != pods:
+            return {}
+        index = "batch.kubernetes.io/job-completion-index"
+        return {int(p["metadata"]["annotations"][index]): p["metadata"]["name"] for p in items}
+
+    names = cluster.wait_for(f"{pods} pods of the JobSet Running", running, 600, 3)
+    mark(took, f"Kueue admits, controllers make and kwok runs {pods} pods", start)
+    start = time.monotonic()
+    logs = []
+    for run in runs:
+        path = tmp / f"failed-{run.rank}.log"
+        path.write_text(cri_log(run.log))
+        logs.append(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": names[run.rank], "namespace": NAMESPACE},
+                "spec": {"logs": [{"logsFile": str(path), "follow": False, "containers": ["workload"]}]},
+            }
+        )
+    cluster.create_many(logs, workers=6)
+    for rank in (0, pods - 1):
+        last = runs[rank].log.rstrip("\n").rsplit("\n", 1)[-1].partition(" ")[2]
+        log = f"/api/v1/namespaces/{NAMESPACE}/pods/{names[rank]}/log?container=workload&tailLines=1"
+        cluster.wait_for(
+            f"kwok serves rank {rank}'s log", lambda log=log, last=last: cluster.api("GET", log) == last + "\n", 120, 1
+        )
+    mark(took, f"{pods} Logs objects, served by kwok", start)
+    start = time.monotonic()
+    from concurrent.futures import ThreadPoolExecutor
+
+    with cluster.paused("kube-controller-manager"), ThreadPoolExecutor(max_workers=6) as pool:
+        list(
+            pool.map(
+                lambda run: cluster.end_pod(
+                    NAMESPACE, names[run.rank], run.exit_code, run.finished_at, started_at=run.started_at
+                ),
+                runs,
+            )
+        )
+    path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/{FAILED_RELEASE}"
+    cluster.wait_for(
+        "the JobSet Failed",
+        lambda: any(
+            c["type"] == "Failed" and c["status"] == "True" for c in cluster.get(path)["status"].get("conditions") or []
+        ),
+        120,
+        1,
+    )
+    failed = [
+        p for p in cluster.list_objects("v1", "pods", NAMESPACE, selector) if p["status"].get("phase") == "Failed"
+    ]
+    assert len(failed) == pods, f"{len(failed)} of {pods} pods Failed"
+    mark(took, f"{pods} pods ended (the kubelet's reports), the JobSet Failed", start)
+    return names, took
+
+
+def bench_failed(cluster, tmp: Path, rounds: int, pods: int, setup: dict) -> dict:
+    from failed_at_scale import failed_run
+    from kube_emulator import KubeEmulator
+
+    first = pods // 2 + 5
+    runs = failed_run(pods, first, datetime.now(UTC) - timedelta(minutes=30))
+    with KubeEmulator(ready=False) as kube:
+        emulated = failed_emulator(kube, runs, tmp)
+        names, took = failed_real(cluster, runs, tmp)
+        setup.update(took)
+        base = {**ENV, "HOME": str(tmp)}
+        envs = {
+            "emulator": {**base, "KUBECONFIG": str(kube.kubeconfig(tmp / "failed-emulator", namespace=NAMESPACE))},
+            "real": {**base, "KUBECONFIG": str(cluster.kubeconfig_path)},
+        }
+        expected = {"emulator": emulated[first], "real": names[first]}
+        times: dict[str, list[float]] = {"emulator": [], "real": []}
+        reads = []
+        for round_ in range(rounds + 1):
+            for name, env in envs.items():
+                before = len(kube.requests)
+                elapsed, proc = run([*NEMO, "status", FAILED_RELEASE, "-n", NAMESPACE, "-o", "json"], env)
+                try:
+                    release = json.loads(proc.stdout)["releases"][0]
+                    cause = release["diagnosis"]["cause"]
+                except (ValueError, KeyError, IndexError, TypeError):
+                    raise SystemExit(f"status on the {name} cluster: exit {proc.returncode}\n{proc.stderr}") from None
+                answer = (proc.returncode, release["state"], cause["pod"], cause["signature"])
+                if answer != (1, "Failed", expected[name], "cuda-oom"):
+                    raise SystemExit(f"wrong answer from the {name} cluster: {answer}")
+                if name == "emulator":
+                    reads.append(sum(r.path.endswith("/log") for r in list(kube.requests)[before:]))
+                if round_:
+                    times[name].append(elapsed)
+    return {"pods": pods, "first": first, "log_reads": max(reads), **{k: stats(v) for k, v in times.items()}}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -295,13 +466,55 @@ def bench_status(cluster, tmp: Path, rounds: int, pods: int, log_mb: int, setup:
     return {"pods": pods, "log_bytes": log_bytes, "steps": expected_steps, **{k: stats(v) for k, v in times.items()}}
 
 
+def bench_nccl(cluster, tmp: Path, rounds: int) -> dict:
+    """`preflight --nccl` of the G4 example on 1 node against plain `preflight`, side by side, Helm 4: its
+    own cost is the difference less the test's run as the cluster records it (the Job's creation to rank 0's
+    end: Kueue, the scheduler, kwok's pod start, the test; details.seconds.in_cluster, 1 s resolution). No
+    emulator figure: the emulator has no Job controller, scheduler or kubelet to run the test's pods."""
+    import test_real_cluster_nccl as tn
+
+    for profile in ("g4",):
+        have = cluster.nodes.get(profile, [])
+        if len(have) < 2:
+            cluster.add_gpu_nodes(profile, 2 - len(have))
+    for driver in ("gcsfuse.csi.storage.gke.io", "parallelstore.csi.storage.gke.io"):
+        cluster.apply(
+            {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": driver}, "spec": {}}
+        )
+    namespace, env = tn.setup(cluster, tmp, "helm4", "g4", 16, "all_reduce_nvlink_info")
+    env = {**env, "PYTHONPATH": ENV["PYTHONPATH"]}
+    base = [*NEMO, "preflight", "--values", str(tn.G4_RECIPE), "-n", namespace, "-o", "json"]
+    times: dict[str, list[float]] = {"plain": [], "nccl": [], "in_cluster": [], "own_cost": []}
+    for round_ in range(rounds + 1):
+        plain, proc = run(base, env)
+        if proc.returncode:
+            raise SystemExit(f"preflight: exit {proc.returncode}\n{proc.stderr}")
+        nccl, proc = run([*base, "--nccl", "--nccl-nodes", "1"], env)
+        check = next(c for c in json.loads(proc.stdout)["checks"] if c["id"] == "fabric.busbw")
+        if proc.returncode or check["verdict"] != "ok":
+            raise SystemExit(f"preflight --nccl: exit {proc.returncode}: {check['message']}\n{proc.stderr}")
+        if round_:
+            in_cluster = check["details"]["seconds"]["in_cluster"]
+            times["plain"].append(plain)
+            times["nccl"].append(nccl)
+            times["in_cluster"].append(in_cluster)
+            times["own_cost"].append(nccl - plain - in_cluster)
+    return {key: stats(value) for key, value in times.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pods", type=int, default=512)
     parser.add_argument("--log-mb", type=int, default=50)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--only", choices=["preflight", "status"], help="one of the two (the status state needs nodes)")
+    parser.add_argument(
+        "--only",
+        choices=["preflight", "status", "nccl", "failed"],
+        help="one of them (the status state needs the preflight's nodes; `failed`, the failed 1,024-pod JobSet, "
+        "runs alone: it needs a node per pod)",
+    )
+    parser.add_argument("--failed-pods", type=int, default=1024)
     parser.add_argument("--quick", action="store_true", help="a tiny size, one round (make test: the bench still runs)")
     args = parser.parse_args()
     nodes, pods = (10, 20) if args.quick else (pb.NODES, pb.PODS)
@@ -311,38 +524,54 @@ def main() -> int:
 
     began = time.monotonic()
     setup: dict[str, float] = {}
-    result: dict = {"rounds": args.rounds}
+    result: dict = {"rounds": args.rounds, "nodes": nodes, "pods": pods}
     with tempfile.TemporaryDirectory(prefix="helm-nemo-real-bench-") as tmp_name:
         tmp = Path(tmp_name)
         cluster = RealCluster(tmp / "cluster", echo=echo, large=True)
         cluster.start()
         try:
             setup["control plane start"] = cluster.timings["start"]
-            setup.update(preflight_state(cluster, nodes, pods))
-            if args.only != "status":
+            if args.only in (None, "nccl"):
+                echo("preflight --nccl rounds ...")
+                result["nccl"] = bench_nccl(cluster, tmp, args.rounds)
+            if args.only == "nccl":
+                return _print(result, setup, began, args)
+            if args.only == "failed":
+                echo("failed-run status rounds ...")
+                result["failed"] = bench_failed(cluster, tmp, args.rounds, args.failed_pods, setup)
+            else:
+                setup.update(preflight_state(cluster, nodes, pods))
+            if args.only not in ("status", "failed"):
                 echo("preflight rounds ...")
                 result["preflight"] = bench_preflight(cluster, tmp, args.rounds, nodes, pods)
-            if args.only != "preflight":
+            if args.only not in ("preflight", "failed"):
                 echo("status rounds ...")
                 result["status"] = bench_status(cluster, tmp, args.rounds, args.pods, args.log_mb, setup)
         finally:
             cluster.stop()
-    result["nodes"], result["pods"] = nodes, pods
+    return _print(result, setup, began, args)
+
+
+def _print(result: dict, setup: dict, began: float, args) -> int:
     result["setup_seconds"] = setup
     result["total_seconds"] = time.monotonic() - began
     if args.json:
         print(json.dumps(result))
         return 0
     print("setup (s): " + ", ".join(f"{k} {v:.1f}" for k, v in setup.items()))
-    for name in ("preflight", "status"):
+    for name in ("preflight", "status", "failed"):
         if name not in result:
             continue
         r = result[name]
-        what = (
-            f"preflight of {pb.RECIPE.name}, {nodes} nodes + {pods} pods"
-            if name == "preflight"
-            else f"status of a {r['pods']}-pod JobSet, {r['log_bytes'] / 1e6:.1f} MB rank-0 log"
-        )
+        if name == "preflight":
+            what = f"preflight of {pb.RECIPE.name}, {result['nodes']} nodes + {result['pods']} pods"
+        elif name == "status":
+            what = f"status of a {r['pods']}-pod JobSet, {r['log_bytes'] / 1e6:.1f} MB rank-0 log"
+        else:
+            what = (
+                f"status of a failed {r['pods']}-pod JobSet (rank {r['first']} first; "
+                f"{r['log_reads']} log reads on the emulator)"
+            )
         print(f"{what} ({args.rounds} rounds, medians; min-max):")
         for key in ("emulator", "real", "helm_template_x3"):
             if key in r:
@@ -354,6 +583,15 @@ def main() -> int:
         for key in ("emulator_verdicts", "real_verdicts"):
             if key in r:
                 print(f"  {key}: {r[key]['summary']}; failed {r[key]['failed']}; {r[key]['capacity']}")
+    if "nccl" in result:
+        r = result["nccl"]
+        print(
+            f"preflight --nccl of {Path('values/examples/g4-llama3-70b-finetune.yaml').name} on 1 node, Helm 4 "
+            f"({args.rounds} rounds, medians; min-max):"
+        )
+        for key in ("plain", "nccl", "in_cluster", "own_cost"):
+            s = r[key]
+            print(f"  {key:17} {s['median']:.3f} s  ({s['min']:.3f}-{s['max']:.3f})")
     print(f"total {result['total_seconds']:.0f} s")
     return 0
 

@@ -14,6 +14,7 @@ and with --check (make bench) exits 1 when a target is missed. Targets (issues 9
   preflight  `helm-nemo preflight` of the seed 001 recipe against an emulated cluster of 1,000 nodes and
              5,000 pods, Python start included (seconds; beside its three plain helm templates)  <= 1.5
   status     `helm-nemo status` of a 512-pod JobSet with a 50 MB rank-0 log (seconds, issue 25)  <= 1.0
+  diagnose   `helm-nemo logs --errors --file` of a 50 MB log ending in a CUDA OOM (seconds, issue 34)  <= 1.0
 
 --quick (make test runs it, tests/test_bench.py): one round of every figure, no warm-up, no targets judged: the
 bench's own code paths in seconds, so a bench that no longer runs fails the suite rather than the next `make bench`.
@@ -324,6 +325,19 @@ def bench_status(rounds: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def bench_diagnose(rounds: int) -> dict:
+    script = ROOT / "bench" / "diagnose_bench.py"
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if not proc.stdout.strip():
+        return {"error": proc.stderr.strip()[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
@@ -339,7 +353,7 @@ def main() -> int:
         default="",
         metavar="KEY,…",
         help="run only these figures (template, template_helm3, plugin, recipe, scale, generate, validate, "
-        "preflight, status); "
+        "preflight, status, diagnose); "
         "for quick comparisons while working, never with --check",
     )
     args = parser.parse_args()
@@ -374,6 +388,7 @@ def main() -> int:
             "validate": bench_validate(args.rounds) if wanted("validate") else None,
             "preflight": bench_preflight(args.rounds) if wanted("preflight") else None,
             "status": bench_status(args.rounds) if wanted("status") else None,
+            "diagnose": bench_diagnose(args.rounds) if wanted("diagnose") else None,
         }
     missed: list[str] = []  # a target missed (exit 1 with --check)
     failed: list[str] = []  # a figure not measured (exit 1 always)
@@ -478,6 +493,19 @@ def main() -> int:
             print(
                 f"status    {st['pods']} pods, {st['log_bytes'] / 1e6:.0f} MB rank-0 log: median {st['seconds']:.3f} s "
                 f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {verdict(ok)}"
+            )
+    dg = result["diagnose"]
+    if wanted("diagnose"):
+        if dg is None or "error" in dg:
+            print(f"diagnose  failed: {(dg or {}).get('error', 'not run')}")
+            failed.append("diagnose")
+        else:
+            ok = dg["seconds"] <= dg["target"]
+            missed += [] if ok else ["diagnose"]
+            print(
+                f"diagnose  {dg['log_bytes'] / 1e6:.0f} MB log: median {dg['seconds']:.3f} s (min {dg['min']:.3f}, "
+                f"max {dg['max']:.3f}; target <= {dg['target']} s) {verdict(ok)}; healthy log: median "
+                f"{dg['healthy_seconds']:.3f} s"
             )
     result["missed"], result["failed"], result["quick"] = missed, failed, args.quick
     args.output.parent.mkdir(parents=True, exist_ok=True)

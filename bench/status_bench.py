@@ -31,8 +31,8 @@ TARGET = 1.0
 RELEASE = "bench-run"
 
 
-def chart_pod_spec(pods: int = 512) -> dict:
-    """The JobSet and pod spec the a3ultra jobset chart renders (plain helm template) for `pods` 8-GPU pods."""
+def chart_pod_spec(gpus: int = 4096) -> dict:
+    """The pod spec the a3ultra jobset chart renders (plain helm template) for `gpus` GPUs (8 a pod)."""
     import yaml
 
     helm = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
@@ -45,7 +45,7 @@ def chart_pod_spec(pods: int = 512) -> dict:
             "--namespace",
             "ml-team",
             "--set",
-            f"workload.gpus={pods * 8}",
+            f"workload.gpus={gpus}",
             "--set",
             "queue=a3-ultra",
             "--set",
@@ -67,7 +67,7 @@ def build(kube, pods: int, log_mb: int) -> int:
     """Fill the emulator; returns the last step the log shows (1-based count)."""
     import status_states as S
 
-    jobset, template = chart_pod_spec(pods)
+    jobset, template = chart_pod_spec(gpus=8 * pods)
     jobset["status"] = {
         "restarts": 0,
         "replicatedJobsStatus": [

@@ -51,8 +51,10 @@ class Problem(namedtuple("Problem", "file line column json_path message expected
         return ":".join(parts)
 
     def lines(self) -> list[str]:
-        """`file:line:col: $.path: message`, then indented `expected:` / `hint:` lines."""
-        out = [f"{self.location()}: {self.json_path}: {_one_line(self.message)}"]
+        """`file:line:col: $.path: message` (no path for input that is not a document: a log), then indented
+        `expected:` / `hint:` lines."""
+        path = f"{self.json_path}: " if self.json_path else ""
+        out = [f"{self.location()}: {path}{_one_line(self.message)}"]
         if self.expected:
             out.append(f"    expected: {_one_line(self.expected)}")
         if self.hint:

@@ -2,7 +2,8 @@
 """Corpus harness: every README `helm install` command of a gpu-recipes checkout, rendered with the
 recipe's own chart and with helm-nemo's chart for the same accelerator and kind, compared semantically.
 
-    scripts/corpus.py PATH_TO_GPU_RECIPES [--baseline FILE] [--update-baseline] [--only GLOB] [--no-allowances] [-v]
+    scripts/corpus.py PATH_TO_GPU_RECIPES [--baseline FILE] [--update-baseline] [--only GLOB]
+                      [--no-allowances | --evidence-only] [-v]
 
 One line per command (`parity`, `diff`, `refused`, `anchor-error`, `invalid`, `unmapped`), then the recipe figures
 (first command of each README; every command of a README) and a last line `corpus: P/N parity`.
@@ -10,7 +11,8 @@ Exit status 1 when a command that the baseline file records as `parity` is no lo
 regression), 0 otherwise. `--update-baseline` rewrites the baseline with this run.
 
 A difference counts as harmless only when an entry of tests/corpus/allowed-differences.yaml explains
-it; every entry's id is documented in docs/compatibility.md (tests check both). The same comparison
+it; every entry's id is documented in docs/compatibility.md (tests check both). `--evidence-only` (the strict
+figures) applies only the entries whose `evidence` names what reads the field and a source. The same comparison
 runs offline in `make test` on the committed subset in tests/fixtures/corpus/ (see `export_fixture`).
 
 The README commands are read as a shell would: fenced code blocks in order, `export NAME=value` and
@@ -59,6 +61,9 @@ TEST_ENV = {
     "KUEUE_NAME": "test-queue",
     "HF_TOKEN": "test-hf-token",
     "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
+    # numbers, as a user fills them in (the A4X Lustre READMEs pass them with --set: helm types them as integers)
+    "CKPT_LOAD_STEP": "10",
+    "CKPT_SAVE_INTERVAL": "10",
     "GCS_FOLDER_SERVING_MODEL": "test-model",
 }
 # Pinned like the tests (tests/conftest.py): renders do not depend on a helm binary's defaults.
@@ -413,7 +418,7 @@ def normalize_render(docs: list[dict], release: str) -> list[dict]:
                         e["value"] = identity(e["value"])
                 command = c.get("command")
                 if isinstance(command, list) and command and isinstance(command[-1], str):
-                    command[-1] = _drop_final_continuation(command[-1])
+                    command[-1] = _unquote_plain_exports(_drop_final_continuation(command[-1]))
                 _drop_expand_function(c)
                 _launcher_words(c)
                 _resource_defaults(c)
@@ -522,6 +527,16 @@ def _drop_final_continuation(script: str) -> str:
     return "\n".join(lines) + ("\n" if script.endswith("\n") else "")
 
 
+PLAIN_EXPORT = re.compile(r'^(\s*export [A-Za-z_][A-Za-z0-9_]*=)"([A-Za-z0-9_./:,=+@%-]*)"(\s*)$')
+
+
+def _unquote_plain_exports(script: str) -> str:
+    """`export NAME="word"` -> `export NAME=word` when the word has only characters the shell never treats
+    specially (letters, digits, `_./:,=+@%-`: no expansion, splitting, globbing or quoting): quote removal gives
+    both the same value (compatibility id `shell-quote-removal`)."""
+    return "\n".join(PLAIN_EXPORT.sub(r"\1\2\3", line) for line in script.split("\n"))
+
+
 def pod_specs(doc: dict) -> Iterator[dict]:
     spec = doc.get("spec") or {}
     for rjob in spec.get("replicatedJobs") or []:
@@ -585,6 +600,13 @@ def load_allowed(path: Path = ALLOWED_FILE) -> list[dict]:
     return yaml.safe_load(path.read_text()) or []
 
 
+def evidence_backed(entry: dict) -> bool:
+    """An entry whose `evidence` names what reads the field (and what changes at runtime) and a source for it;
+    an entry with only a `gap` (why that is not shown) is not."""
+    evidence = entry.get("evidence") or {}
+    return bool(evidence.get("reads") and evidence.get("source"))
+
+
 def case_key(mapping: Mapping) -> str:
     """What an allowed-differences entry selects on: `<accelerator>/<kind>/<anchor variant>`."""
     return f"{mapping.accelerator or '-'}/{mapping.kind}/{mapping.variant}"
@@ -601,6 +623,17 @@ def entry_explains(entry: dict, diff: Difference) -> bool:
         return False
     if not re.search(entry["path"], diff.path):
         return False
+    if "was" in entry:  # a number or boolean the anchor writes, which ours writes as Helm's text of it
+        from helm_nemo.values.helm_yaml import helm_text
+
+        kinds = {"number": (int, float), "boolean": (bool,)}[entry["was"]]
+        expected = diff.expected
+        return (
+            diff.change == "changed"
+            and isinstance(expected, kinds)
+            and (entry["was"] == "boolean") == isinstance(expected, bool)
+            and diff.actual == helm_text(expected)
+        )
     if "value" in entry:
         value = diff.actual if diff.change == "added" else diff.expected
         if diff.change == "changed":
@@ -925,10 +958,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="glob over command ids (README path#n) or selectors")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every unexplained difference")
     parser.add_argument("--json", type=Path, help="write all results (with differences) here")
-    parser.add_argument(
+    strictness = parser.add_mutually_exclusive_group()
+    strictness.add_argument(
         "--no-allowances",
         action="store_true",
-        help="accept no difference (the normalisations still apply): the strict figures",
+        help="accept no difference (the normalisations still apply)",
+    )
+    strictness.add_argument(
+        "--evidence-only",
+        action="store_true",
+        help="accept only the differences of evidence-backed entries (what reads the field, with a source): the strict figures",
     )
     parser.add_argument(
         "--export-fixtures", type=Path, metavar="DIR", help="write an offline test case per selected command into DIR"
@@ -936,6 +975,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     corpus = opts.corpus.resolve()
     entries = [] if opts.no_allowances else load_allowed()
+    if opts.evidence_only:
+        entries = [e for e in entries if evidence_backed(e)]
     commands = discover(corpus)
     if opts.only:
         commands = [
@@ -977,7 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
                 indent=1,
             )
         )
-    if opts.only or opts.no_allowances:
+    if opts.only or opts.no_allowances or opts.evidence_only:
         return 0
     used = set().union(*(r.used for r in results)) if results else set()
     stale = [e["id"] for e in entries if e["id"] not in used]

@@ -1232,6 +1232,21 @@ class KubeEmulator:
             log.closed = log.closed or close
             self._cond.notify_all()
 
+    def write_cri_log(self, namespace: str, pod: str, cri: str, container: str = "workload") -> None:
+        """Append a log in the container runtime's format (`TIME STREAM F|P TEXT` lines, what kwok serves on the
+        real control plane: tests/real_cluster.py `cri_log`), each entry with its own time (to the microsecond)."""
+        entries = []
+        for line in cri.splitlines():
+            at, _, rest = line.partition(" ")
+            _stream, _, rest = rest.partition(" ")
+            tag, _, text = rest.partition(" ")
+            whole, _, fraction = at.rstrip("Z").partition(".")
+            entries.append((datetime.fromisoformat(f"{whole}.{fraction[:6]:0<6}+00:00"), tag, text))
+        with self._cond:
+            log = self.container_logs.setdefault((namespace, pod, container, False), ContainerLog())
+            log.entries.extend(entries)
+            self._cond.notify_all()
+
     def close_log(self, namespace: str, pod: str, container: str = "workload") -> None:
         with self._cond:
             self.container_logs.setdefault((namespace, pod, container, False), ContainerLog()).closed = True

@@ -29,12 +29,16 @@ child also gets PR_SET_PDEATHSIG, so none outlives a Python killed hard. `api()`
 the tests; `add_gpu_nodes(profile, count)` makes kwok nodes shaped like an accelerator profile of
 values/accelerators/, `add_cpu_nodes(count, shape)` general-purpose ones (CPU_SHAPES; the cluster starts with
 an e2-standard-8, an n2-standard-64 and an EKS m5.16xlarge). kwok completes a Job's pods once Running (its
-pod-complete stage), so a data-prep Job completes and a recipe's wait for it ends.
+pod-complete stage), so a data-prep Job completes and a recipe's wait for it ends; pods labelled
+KEEP_RUNNING_LABEL are left running until a test ends them as a kubelet reports it (`end_pod`), with a log of
+their own (`serve_pod_log`: a kwok Logs object per pod; `cri_log` turns a `kubectl logs --timestamps` file into
+the runtime's format, its times kept). `paused(name)` stops one component for a block (SIGSTOP/SIGCONT).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import ctypes
 import datetime
@@ -51,7 +55,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 import yaml
@@ -689,6 +693,7 @@ class RealCluster:
                 self.apply(crd)
                 self._wait(f"kwok {name} CRD", lambda n=crd["metadata"]["name"]: self._established(n), 60)
         stages.append(READY_AGAIN)
+        stages = [keep_running(stage) for stage in stages]
         if not self.large:  # the bench keeps upstream's timings (its pods keep running: a delay annotation)
             stages = [quick_stage(stage) for stage in stages]
         kwok_config = self.workdir / "kwok.yaml"
@@ -979,6 +984,86 @@ class RealCluster:
             }
         )
 
+    def serve_pod_log(self, namespace: str, pod: str, log_file: Path, *, container: str | None = None) -> None:
+        """kwok answers `pods/log` of this one pod (of `container`, else of every container) with the content of
+        `log_file` (the container runtime's log format: `cri_log()`): a kwok Logs object named after the pod,
+        which wins over a ClusterLogs of its namespace."""
+        log: dict[str, Any] = {"logsFile": str(log_file), "follow": False}
+        if container:
+            log["containers"] = [container]
+        self.apply(
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": pod, "namespace": namespace},
+                "spec": {"logs": [log]},
+            }
+        )
+
+    def end_pod(
+        self,
+        namespace: str,
+        pod: str,
+        exit_code: int,
+        finished_at: str,
+        *,
+        started_at: str = "",
+        main: str = "workload",
+    ) -> dict:
+        """Reports a running pod's end as its kubelet does (pods/status): the `main` container terminated with
+        `exit_code` (reason Error, or Completed for 0) at `finished_at` (RFC 3339), the others killed with it
+        (SIGKILL: 137, as when the main container's end takes the pod down), not Ready, phase Failed (Succeeded
+        for 0). For pods kwok leaves running (KEEP_RUNNING_LABEL); kwok's stages leave an ended pod alone."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+        status = self.get(path)["status"]
+        started = started_at or status.get("startTime") or finished_at
+
+        def ended(cstatus: dict, code: int) -> dict:
+            terminated = {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": ((cstatus.get("state") or {}).get("running") or {}).get("startedAt") or started,
+                "finishedAt": finished_at,
+            }
+            if cstatus["name"] == main and started_at:
+                terminated["startedAt"] = started_at
+            return {**cstatus, "ready": False, "started": False, "state": {"terminated": terminated}}
+
+        containers = [ended(c, exit_code if c["name"] == main else 137) for c in status.get("containerStatuses") or []]
+        conditions = [
+            {
+                **c,
+                "status": "False",
+                "lastTransitionTime": finished_at,
+                "reason": "PodCompleted" if exit_code == 0 else "",
+            }
+            if c["type"] in ("Ready", "ContainersReady")
+            else c
+            for c in status.get("conditions") or []
+        ]
+        patch = {
+            "status": {
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
+                "conditions": conditions,
+                "containerStatuses": containers,
+            }
+        }
+        return self.api(
+            "PATCH", f"{path}/status", json.dumps(patch), content_type="application/strategic-merge-patch+json"
+        )
+
+    @contextlib.contextmanager
+    def paused(self, name: str) -> Iterator[None]:
+        """One component stopped (SIGSTOP) for the block, then resumed: e.g. the controller-manager while a test
+        reports many pods' ends, so the Job controller sees them together as it would if they came within its
+        one-second batch (else it fails the Job at the first and deletes the pods still running)."""
+        process = next(p for p in self.processes if p.name == name)
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+
     def add_cpu_nodes(self, count: int, shape: str = "e2-standard-8") -> list[str]:
         """`count` more kwok nodes without GPUs or taints (a general-purpose pool) of a CPU_SHAPES instance
         type, Ready when returned."""
@@ -1097,6 +1182,34 @@ def quick_stage(stage: dict) -> dict:
     if delay.get("jitterDurationFrom", {}).get("expressionFrom") == ".metadata.deletionTimestamp":
         del delay["jitterDurationFrom"]  # the grace period's end: up to 30 s for a pod being deleted
     return stage
+
+
+# Pods so labelled (a chart's `workload.labels`) are not ended by kwok's pod-complete stage (which ends a Job's
+# running pods after a few seconds): they run until a test reports how they ended (`RealCluster.end_pod`), as a
+# training run that fails hours in does. Every other pod completes as upstream's stage says.
+KEEP_RUNNING_LABEL = "kwok.helm-nemo.dev/keep-running"
+
+
+def keep_running(stage: dict) -> dict:
+    """kwok's pod-complete stage without the pods labelled KEEP_RUNNING_LABEL (other stages as they are)."""
+    if stage["metadata"]["name"] != "pod-complete":
+        return stage
+    stage = copy.deepcopy(stage)
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.labels["{KEEP_RUNNING_LABEL}"]', "operator": "DoesNotExist"}
+    )
+    return stage
+
+
+def cri_log(stamped: str, stream: str = "stdout") -> str:
+    """A log as `kubectl logs --timestamps` prints it (each line: the kubelet's RFC 3339 time, a space, the line)
+    in the container runtime's (CRI) log format that the kubelet, and kwok, read: `TIME STREAM F LINE`. Served
+    back with `timestamps=true`, each line carries the same instant (the kubelet writes it with 9 digits)."""
+    out = []
+    for line in stamped.splitlines():
+        at, _, rest = line.partition(" ")
+        out.append(f"{at} {stream} F {rest}\n")
+    return "".join(out)
 
 
 def node_object(profile: dict, name: str) -> dict:

@@ -25,6 +25,7 @@ FIGURES = (
     "validate",
     "preflight",
     "status",
+    "diagnose",
 )
 
 
@@ -49,6 +50,7 @@ def test_every_benchmark_runs_once(tmp_path):
     assert result["validate"]["documents"] == 1000 and result["validate"]["rounds"] == 1
     assert result["preflight"]["nodes"] == 1000 and result["preflight"]["rounds"] == 1
     assert result["status"]["pods"] == 512 and result["status"]["rounds"] == 1
+    assert result["diagnose"]["seconds"] > 0
 
 
 def test_quick_and_check_exclude_each_other():

@@ -112,7 +112,8 @@ def test_the_subset_covers_every_accelerator_kind_and_dialect():
 
 def test_allowed_entries_are_well_formed():
     for entry in ENTRIES:
-        assert set(entry) <= {"id", "where", "path", "change", "value", "to", "reason"}, entry["id"]
+        assert set(entry) <= {"id", "where", "path", "change", "value", "to", "was", "reason", "evidence"}, entry["id"]
+        assert entry.get("was") in (None, "number", "boolean"), entry["id"]
         assert entry["change"] in ("added", "removed", "changed", "any"), entry["id"]
         assert entry.get("reason") and entry.get("where"), entry["id"]
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", entry["id"]), entry["id"]
@@ -121,6 +122,40 @@ def test_allowed_entries_are_well_formed():
             if key in entry:
                 re.compile(entry[key])
         assert "to" not in entry or entry["change"] == "changed", entry["id"]
+
+
+def test_every_entry_says_what_reads_the_field_or_why_that_is_not_shown():
+    """`evidence`: {reads, source} (what reads the field and what changes at runtime, with a repository path or
+    a URL), or {gap} (why that is not shown); only the first kind counts in the strict figures (--evidence-only)."""
+    backed = []
+    for entry in ENTRIES:
+        evidence = entry.get("evidence")
+        assert isinstance(evidence, dict) and set(evidence) in ({"reads", "source"}, {"gap"}), entry["id"]
+        if "gap" in evidence:
+            assert len(evidence["gap"]) > 40 and not corpus.evidence_backed(entry), entry["id"]
+            continue
+        assert len(evidence["reads"]) > 40, entry["id"]
+        assert re.search(r"https://|[\w.-]+/[\w./-]+\.(go|py|sh|j2|yaml|md|cc)\b|@v?[0-9a-f.]+", evidence["source"]), (
+            entry["id"]
+        )
+        assert corpus.evidence_backed(entry)
+        backed.append(entry["id"])
+    assert {"labels-added", "no-own-headless-service", "nccl-launcher-replaced", "gcsfuse-sidecar-uncapped"} <= set(
+        backed
+    )
+
+
+def test_quote_removal_makes_plain_exports_equal_and_keeps_the_rest():
+    script = (
+        'export A="eth0"  \n  export B="$X"\nexport C="a b"\nexport D="/usr/local/gib/scripts/nccl.conf"\nexport E="*"'
+    )
+    assert corpus._unquote_plain_exports(script).split("\n") == [
+        "export A=eth0  ",
+        '  export B="$X"',  # expanded inside the quotes only
+        'export C="a b"',  # split without them
+        "export D=/usr/local/gib/scripts/nccl.conf",
+        'export E="*"',  # globbed without them
+    ]
 
 
 # --- the harness's pieces -------------------------------------------------------------------------------

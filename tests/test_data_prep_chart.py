@@ -60,7 +60,7 @@ def tsv(shard_list: list[shards.Shard]) -> str:
 
 
 def test_one_chart_for_every_accelerator_and_its_schema():
-    assert 'version: "1.0.0"' in (CHART / "Chart.yaml").read_text()
+    assert 'version: "1.1.0"' in (CHART / "Chart.yaml").read_text()
     assert not list((ROOT / "charts").glob("*/data-prep"))  # not per accelerator
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"

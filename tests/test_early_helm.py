@@ -242,7 +242,7 @@ def test_a_signal_during_validation_means_the_started_helm_never_gets_the_values
 
     from helm_nemo.actions import releases
     from helm_nemo.actions.helm import HelmBinary
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
     plan = ReleasePlan(
         release="r",

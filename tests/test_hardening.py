@@ -56,7 +56,8 @@ import time
 from pathlib import Path
 
 from helm_nemo.user_errors import UserError
-from helm_nemo.values.plan import build_plans, release_names
+from helm_nemo.values.plan import build_plans
+from helm_nemo.values.recipe import release_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = str(Path(sys.executable).parent / "helm-nemo")

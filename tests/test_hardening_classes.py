@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from helm_nemo.user_errors import UserError
-from helm_nemo.values.load import ALLOWED_TAGS, load_values_text
+from helm_nemo.values.helm_yaml import ALLOWED_TAGS
+from helm_nemo.values.load import load_values_text
 from helm_nemo.values.plan import build_plans
 from helm_nemo.values.validation import validate
 
@@ -441,7 +442,7 @@ def test_a_chart_without_a_schema_is_said_to_be_unchecked(tmp_path):
 def test_an_oci_chart_is_pulled_with_registry_flags_only(tmp_path, monkeypatch):
     """The pull gets the registry flags of the command line (and nothing of the values); the pulled chart's schema
     decides; one pull per chart and version in a run."""
-    from helm_nemo.values import plan as plan_module
+    from helm_nemo.values import chart_source
 
     log = tmp_path / "calls.jsonl"
     helm = tmp_path / "helm"
@@ -455,7 +456,7 @@ if argv[:1] == ["pull"]:
 """)
     helm.chmod(0o755)
     monkeypatch.setenv("HELM_BIN", str(helm))
-    monkeypatch.setattr(plan_module, "_PULLED", {})
+    monkeypatch.setattr(chart_source, "_PULLED", {})
     values = tmp_path / "values.yaml"
     values.write_text("release: r1\nworkload: {gpus: 9223372036854775808, image: i}\n")
     extra = ["--namespace", "ns", "--plain-http", "--ca-file", "/ca.pem", "--wait"]
@@ -465,7 +466,7 @@ if argv[:1] == ["pull"]:
             {},
             chart="oci://reg.example/c/jobset-a3ultra",
             version="7.7.7",
-            pull_flags=plan_module.registry_flags(extra),
+            pull_flags=chart_source.registry_flags(extra),
         )
     assert [(p.line, p.json_path) for p in raised.value.problems] == [(2, "$.workload.gpus")]
     calls = [json.loads(line) for line in log.read_text().splitlines()]

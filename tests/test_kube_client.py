@@ -248,7 +248,7 @@ def test_big_answers_come_gzipped_and_decode_the_same(tmp_path, monkeypatch):
     128 KiB (level 1). A big answer is decoded with the collector paused, which is on again afterwards."""
     import gc
 
-    from helm_nemo.kube import client as kube_client
+    from helm_nemo.kube import paging
 
     with KubeEmulator() as kube:
         for index in range(600):
@@ -267,7 +267,7 @@ def test_big_answers_come_gzipped_and_decode_the_same(tmp_path, monkeypatch):
         assert kube.gzipped == 2 and [p["metadata"]["name"] for p in pages] == [f"p-{i:04d}" for i in range(600)]
         status, data, _ = client.request("GET", "/api/v1/namespaces/ml/pods")
         assert status == 200 and kube.gzipped == 3 and json.loads(data)["items"] == pages  # decompressed
-        monkeypatch.setattr(kube_client, "BIG_ANSWER", 1)
+        monkeypatch.setattr(paging, "BIG_ANSWER", 1)
         assert gc.isenabled()
         assert client.get("/api/v1/namespaces/ml/pods/p-0001")["spec"] == pages[1]["spec"]
         assert gc.isenabled()  # paused while decoding only
@@ -440,18 +440,18 @@ echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","
 
 
 def test_proxy_from_the_environment(tmp_path, monkeypatch):
-    from helm_nemo.kube.client import _proxy_for
+    from helm_nemo.kube.transport import proxy_for
 
     for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    assert _proxy_for("https", "api.example") is None
+    assert proxy_for("https", "api.example") is None
     monkeypatch.setenv("HTTPS_PROXY", "proxy.corp:3128")
     monkeypatch.setenv("HTTP_PROXY", "http://plain.corp")
-    assert _proxy_for("https", "api.example") == ("proxy.corp", 3128)
-    assert _proxy_for("http", "api.example") == ("plain.corp", 80)
-    assert _proxy_for("https", "127.0.0.1") is None  # never for loopback
+    assert proxy_for("https", "api.example") == ("proxy.corp", 3128)
+    assert proxy_for("http", "api.example") == ("plain.corp", 80)
+    assert proxy_for("https", "127.0.0.1") is None  # never for loopback
     monkeypatch.setenv("NO_PROXY", ".example")
-    assert _proxy_for("https", "api.example") is None
+    assert proxy_for("https", "api.example") is None
     monkeypatch.delenv("NO_PROXY")
     # plain HTTP through a proxy: the connection goes to the proxy and asks for absolute URIs
     client = connect(["--kube-apiserver", "http://api.example:8080"], {"KUBECONFIG": str(tmp_path / "none")})
@@ -462,7 +462,7 @@ def test_proxy_from_the_environment(tmp_path, monkeypatch):
     for bad in ("http://:3128", "http://[proxy", "proxy.corp:port", "proxy.corp:99999"):
         monkeypatch.setenv("HTTPS_PROXY", bad)
         with pytest.raises(KubeConfigError) as caught:
-            _proxy_for("https", "api.example")
+            proxy_for("https", "api.example")
         assert "HTTPS_PROXY" in caught.value.format() and "not a proxy address" in caught.value.format()
 
 

@@ -22,11 +22,13 @@ def test_every_kind_and_accelerator_is_linted():
         "gcs-fuse",
         "fsx-lustre",
         "a3ultra/nccl-test",
+        "p5/nccl-test",
+        "a4x-max/nccl-test",
+        "g4/nccl-test",
         "data-prep",
     } <= names
-    assert (
-        len(CHARTS) == 23
-    )  # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, a3ultra nccl-test, 4 accelerator-independent
+    # 8 accelerators x 2 kinds, a4x-max and g4 jobset only, nccl-test for all 10, 4 accelerator-independent
+    assert len(CHARTS) == 32
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=[str(c.relative_to(ROOT / "charts")) for c in CHARTS])

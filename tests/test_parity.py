@@ -92,7 +92,7 @@ def test_allowed_entries_are_well_formed_and_documented():
     ids = [e["id"] for e in ALLOWED]
     assert len(ids) == len(set(ids)), "duplicate ids"
     for entry in ALLOWED:
-        assert set(entry) <= {"id", "cases", "path", "change", "value", "reason"}, entry["id"]
+        assert set(entry) <= {"id", "cases", "path", "change", "value", "to", "reason"}, entry["id"]
         assert entry["change"] in ("added", "removed", "changed", "any"), entry["id"]
         assert entry.get("reason"), entry["id"]
         re.compile(entry["path"])
@@ -113,4 +113,5 @@ NORMALISATIONS = {
     "launcher-args-as-argv",
     "run-identity-normalised",
     "kubernetes-defaults",
+    "shell-quote-removal",
 }

@@ -204,6 +204,18 @@ def test_wrong_queue(cluster):
     assert "queue.quota" not in verdicts(document)  # nothing to measure against
 
 
+def test_preflight_shows_values_from_the_environment_and_masks_what_is_asked(cluster):
+    """Without --show-secrets the queue (KUEUE_NAME) is shown: it is no secret (helm_nemo.secret_policy);
+    `--mask KUEUE_NAME` masks it."""
+    _, env = cluster(states.wrong_queue)
+    args = ["preflight", "--values", str(RECIPE), *NS]
+    shown = nemo(args, env)
+    assert shown.returncode == 1 and "LocalQueue ml-team/a3-ultra does not exist" in shown.stdout, shown.stdout
+    masked = nemo([*args, "--mask", "KUEUE_NAME"], env)
+    assert masked.returncode == 1 and "LocalQueue ml-team/*** does not exist" in masked.stdout, masked.stdout
+    assert "a3-ultra" not in masked.stdout + masked.stderr
+
+
 def test_kueue_not_installed(cluster):
     _, env = cluster(
         lambda kube: (

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from helm_nemo.values.plan import chart_defaults, merge_values
+from helm_nemo.values.chart_values import chart_defaults, merge_values
 from helm_nemo.schema_check import Validator
 
 ROOT = Path(__file__).resolve().parent.parent

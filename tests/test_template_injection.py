@@ -191,6 +191,9 @@ def rich_values(kind: str, schema: dict) -> dict:
         }
     elif kind == "data-prep":
         values = {"workers": 2, "keepDownloads": True, "activeDeadlineSeconds": 60}
+    elif kind == "nccl-test":  # off the host network, so the pod's networks (subnetworks) are rendered too
+        network = props.get("network", {}).get("properties", {})
+        values = {"network": {"hostNetwork": False}} if "hostNetwork" in network else {}
     else:
         values = {
             "fileSystems": [{"name": "v", "fileSystemId": "fs-1", "dnsName": "d", "mountName": "m"}],

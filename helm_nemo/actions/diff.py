@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from collections.abc import Sequence
     from pathlib import Path
 
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.actions import releases
 from helm_nemo.actions.helm import HelmBinary
@@ -72,12 +72,12 @@ def namespace_of(extra: list[str]) -> str | None:
 
 
 def environment_secrets(values_files: str | Path | Sequence[str | Path]) -> list[str]:
-    """The values of secret-looking variables (TOKEN, PASSWORD, SECRET, KEY, CREDENTIAL) the file(s) use."""
-    from helm_nemo.values.plan import load_all
+    """The secrets (helm_nemo.secret_policy, with the active --mask names) the file(s) take from the environment."""
+    from helm_nemo.values.recipe import load_all
     from helm_nemo.values.substitute import substitute
 
     result = substitute(load_all(values_files), os.environ)
-    return [value for values in result.secrets.values() for value in values]
+    return result.secret_values()
 
 
 def diff_plans(

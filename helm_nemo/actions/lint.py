@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
     from helm_nemo.actions.helm import HelmBinary
     from helm_nemo.validate.documents import Document, ManifestProblem
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
     Echo = Callable[[str], None]
     Parsed = tuple[list[Document], list[ManifestProblem]]

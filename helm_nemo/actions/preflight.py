@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from helm_nemo.actions.helm import HelmBinary
+    from helm_nemo.actions.nccl import NcclOptions
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.preflight.facts import Facts
     from helm_nemo.preflight.model import Result
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.actions import releases
 
@@ -46,9 +47,11 @@ def check_rendered(
     mode: str,
     install_missing: bool = False,
     early: tuple[KubeClient, Facts] | None = None,
+    nccl: tuple[HelmBinary, NcclOptions, Callable[[str], None]] | None = None,
 ) -> tuple[list[Result], dict[str, Any]]:
     """(results, the client's target description) for rendered [(plan, text)]; `early`: connect_early's
-    answer. Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
+    answer; `nccl`: (helm, options, echo) to measure the fabric once every other check passed (--nccl).
+    Raises KubeConfigError (exit 2) when the settings name no usable cluster."""
     from helm_nemo import preflight
     from helm_nemo.kube.config import settings
     from helm_nemo.preflight.model import release_of
@@ -57,6 +60,8 @@ def check_rendered(
     try:
         found = [release_of(plan, text, client.namespace) for plan, text in rendered]
         results = preflight.run(found, client, _options(extra, mode, install_missing), facts=facts)
+        if nccl is not None:
+            results.append(fabric(plans, found, results, extra, client, *nccl))
     finally:
         client.close()
     given = settings(extra, os.environ)
@@ -68,6 +73,31 @@ def check_rendered(
         "releases": [p.release for p in plans],
     }
     return results, target
+
+
+def fabric(
+    plans: list[ReleasePlan],
+    found: list[Any],
+    results: list[Result],
+    extra: list[str],
+    client: KubeClient,
+    helm: HelmBinary,
+    options: NcclOptions,
+    echo: Callable[[str], None],
+) -> Result:
+    """--nccl: the fabric.busbw Result, measured only when every other check passed (a test release on a
+    cluster that cannot run the recipe would measure nothing useful, or not start)."""
+    from helm_nemo import preflight
+    from helm_nemo.actions import nccl
+    from helm_nemo.preflight.model import SKIPPED, Result
+
+    if preflight.exit_code(results):
+        return Result(nccl.CHECK_ID, SKIPPED, "the NCCL test was not run: a check above failed")
+    release = nccl.gpu_release(found)
+    if release is None:
+        return Result(nccl.CHECK_ID, SKIPPED, "no release runs GPU pods of an accelerator with an NCCL test")
+    plan = next(p for p in plans if p.release == release.name)
+    return nccl.measure(release, plan, helm, extra, client, options, echo)
 
 
 def header(plans: list[ReleasePlan], target: dict[str, Any]) -> str:
@@ -86,8 +116,9 @@ def run(
     color: bool = False,
     out: Callable[[str], None] = print,
     err: Callable[[str], None] = print,
+    nccl: NcclOptions | None = None,
 ) -> int:
-    """`helm nemo preflight`: render, check, print. The exit code."""
+    """`helm nemo preflight`: render, check, (with `nccl`: measure the fabric,) print. The exit code."""
     from helm_nemo import preflight
     from helm_nemo.preflight import report
 
@@ -99,7 +130,9 @@ def run(
     rendered, code = releases.render_each(plans, helm, extra, err, failed=" failed; no check was run")
     if code:
         return 2
-    results, target = check_rendered(plans, rendered, extra, mode="preflight", early=early)
+    results, target = check_rendered(
+        plans, rendered, extra, mode="preflight", early=early, nccl=(helm, nccl, err) if nccl else None
+    )
     code = preflight.exit_code(results)
     if output == "json":
         out(report.as_json(results, target=target, code=code))
@@ -116,13 +149,20 @@ def before_install(
     upgrade: bool,
     install_missing: bool,
     echo: Callable[[str], None],
+    nccl: tuple[HelmBinary, NcclOptions] | None = None,
 ) -> int:
-    """install/upgrade: the checklist on stderr; 0 to go on (all ok or warn), 1 when a check failed."""
+    """install/upgrade: the checklist on stderr; 0 to go on (all ok or warn), 1 when a check failed.
+    `nccl`: (helm, options) to measure the fabric first (install --nccl); a fail stops the install."""
     from helm_nemo import preflight
     from helm_nemo.preflight import report
 
     results, target = check_rendered(
-        plans, rendered, extra, mode="upgrade" if upgrade else "install", install_missing=install_missing
+        plans,
+        rendered,
+        extra,
+        mode="upgrade" if upgrade else "install",
+        install_missing=install_missing,
+        nccl=(*nccl, echo) if nccl else None,
     )
     color = not os.environ.get("NO_COLOR") and sys.stderr.isatty()
     echo(report.text(results, header=header(plans, target), color=color))

@@ -25,12 +25,29 @@ from contextlib import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from typing import Any, IO, TextIO, TypeAlias
+    from typing import Any, IO, Protocol, TextIO
     from collections.abc import Iterator
 
-    from helm_nemo.actions.early import StartedHelm
+    class Helm(Protocol):
+        """A running helm, as supervising it needs one: a subprocess.Popen started here, or actions/early.py's
+        StartedHelm (started before the values were valid). Described, not imported: early.py imports this
+        module."""
 
-    Helm: TypeAlias = "subprocess.Popen[Any] | StartedHelm"  # a helm started here, or early (actions/early.py)
+        @property
+        def pid(self) -> int: ...
+        @property
+        def stdin(self) -> IO[bytes] | None: ...
+        @property
+        def stdout(self) -> IO[bytes] | None: ...
+        @property
+        def stderr(self) -> IO[bytes] | None: ...
+        @property
+        def returncode(self) -> int | None: ...
+        def poll(self) -> int | None: ...
+        def wait(self) -> int: ...
+        def send_signal(self, signum: int, /) -> None: ...
+        def communicate(self, input: str, /) -> tuple[str, str]: ...
+
 
 from helm_nemo.secrets import mask
 
@@ -163,6 +180,20 @@ def stopping_at_once() -> Iterator[None]:
         _State.at_once = False
 
 
+@contextmanager
+def signal_set_aside() -> Iterator[int | None]:
+    """A clean-up that must run although a signal arrived (preflight --nccl's temporary release is removed
+    after a Ctrl-C): the remembered signal is set aside while the block starts helm, and remembered again
+    after it. A second signal meanwhile is passed to that helm as any other (it stops the clean-up)."""
+    held = _State.received
+    _State.received = None
+    try:
+        yield held
+    finally:
+        if _State.received is None:
+            _State.received = held
+
+
 def received() -> int | None:
     """The first signal received inside `forwarding_signals()`, if any."""
     return _State.received
@@ -213,9 +244,7 @@ def run_helm(
 class Pump:
     """Feeds helm's stdin and drains its stdout/stderr at once (no pipe ever fills up)."""
 
-    def __init__(
-        self, proc: subprocess.Popen[bytes] | StartedHelm, input: str | None, out: TextIO | None, err: TextIO | None
-    ):
+    def __init__(self, proc: Helm, input: str | None, out: TextIO | None, err: TextIO | None):
         self.proc = proc
         self.data = memoryview(input.encode("utf-8")) if input is not None else None
         self.targets = {proc.stdout: out, proc.stderr: err}

@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 from helm_nemo.actions.helm import HelmBinary, needs_translation, translate_flags
 from helm_nemo.actions.process import Interrupted, run_helm
 from helm_nemo.secrets import mask
-from helm_nemo.values.plan import ReleasePlan, chart_schema, helm_values_json
+from helm_nemo.values.chart_values import chart_schema
+from helm_nemo.values.plan import helm_values_json
+from helm_nemo.values.release_plan import ReleasePlan
 
 if TYPE_CHECKING:
     from helm_nemo.actions.process import Helm

@@ -3,11 +3,12 @@
 status: the releases of a values or recipe file (or one named release) -> one read of the cluster per
 refresh (helm_nemo.status.cluster) -> a verdict per release -> text, a redrawn screen (--watch) or JSON.
 logs: the log of one rank (default rank 0) or pod, streamed with --follow; --errors scans the recent log of
-every pod of the releases for the failure signatures and prints one grouped summary.
+every pod of the releases and the pods' states and names the first cause (helm_nemo.diagnose).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,6 @@ if TYPE_CHECKING:  # annotations only
 
     from helm_nemo.kube.client import KubeClient
     from helm_nemo.status.progress import RunInputs
-    from helm_nemo.status.signatures import Hit
 
 Echo = Callable[[str], None]
 CLEAR = "\x1b[H\x1b[2J"
@@ -52,7 +52,7 @@ def release_targets(values_files: list[str], release: str | None) -> list[str]:
                 )
             )
         return [release]
-    from helm_nemo.values.plan import release_names
+    from helm_nemo.values.recipe import release_names
 
     return [r.release for r in release_names(list(values_files), release=release)]
 
@@ -127,19 +127,20 @@ def _release_pods(client: KubeClient, names: list[str]) -> list[dict[str, Any]]:
 
 
 def pick_pod(pods: list[dict[str, Any]], rank: int | None, pod_name: str | None) -> dict[str, Any]:
-    from helm_nemo.status import cluster, objects
+    from helm_nemo.status import cluster
+    from helm_nemo.status.pods import pod_job_index, pod_rank
 
     if pod_name:
         for pod in pods:
             if pod["metadata"]["name"] == pod_name:
                 return pod
         raise LookupError(f"pod {pod_name} is not a pod of these releases")
-    ordered = [p for p in cluster.rank_pods(pods) if objects.pod_job_index(p) == 0] or cluster.rank_pods(pods)
+    ordered = [p for p in cluster.rank_pods(pods) if pod_job_index(p) == 0] or cluster.rank_pods(pods)
     wanted = rank or 0
     for pod in ordered:
-        if (objects.pod_rank(pod) or 0) == wanted:
+        if (pod_rank(pod) or 0) == wanted:
             return pod
-    ranks = sorted({rank for rank in map(objects.pod_rank, ordered) if rank is not None})
+    ranks = sorted({rank for rank in map(pod_rank, ordered) if rank is not None})
     raise LookupError(f"no pod of rank {wanted} (ranks: {', '.join(map(str, ranks)) or 'none'})")
 
 
@@ -194,65 +195,62 @@ def logs(
 def errors(
     names: list[str], client: KubeClient, *, tail: int = ERRORS_TAIL, output: str = "text", out: Echo, err: Echo
 ) -> int:
-    """Scan every pod's recent log (and a restarted container's previous log) for the failure signatures;
-    one grouped summary. Exit 1 when a fatal signature is found, 0 when none, 3 when there is no pod."""
-    import json
-
+    """One diagnosis over every pod's recent log (and a restarted container's previous log) and the pods'
+    states: the first cause, what followed. Exit 1 when a failure is found, 0 when none, 3 when no pod."""
+    from helm_nemo.diagnose import diagnose_texts, pods as pod_states, render
     from helm_nemo.kube import KubeApiError
-    from helm_nemo.status import cluster, signatures
+    from helm_nemo.status import cluster
+    from helm_nemo.status.pods import summarize_pods
 
     pods = _release_pods(client, names)
     if not pods:
         err(f"helm nemo logs: no pod of {', '.join(names)} in namespace {client.namespace}")
         return 3
 
-    def read(pod: dict[str, Any]) -> tuple[list[Hit], str | None]:
+    def read(pod: dict[str, Any]) -> tuple[list[tuple[str, str]], str | None]:
         name = pod["metadata"]["name"]
         container = cluster.main_container(pod)
-        hits, problem = [], None
+        texts, problem = [], None
         restarted = any(
             int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or []
         )
-        for previous in (False, True) if restarted else (False,):
+        for previous in (True, False) if restarted else (False,):
             try:
                 text = cluster.pod_log(client, client.namespace, name, container, tail, previous=previous)
             except KubeApiError as error:
                 if not previous:
                     problem = f"{name}: {error.code} {error.message}"
                 continue
-            hits += signatures.scan(text, name)
-        return hits, problem
+            texts.append((name + (" (previous)" if previous else ""), text))
+        return texts, problem
 
-    readable = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")]
+    readable = [
+        p for p in cluster.rank_pods(pods) if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+    ]
+    readable += [p for p in pods if p not in readable and (p.get("status") or {}).get("phase") == "Failed"]
     with ThreadPoolExecutor(max_workers=ERRORS_THREADS) as pool:
         results = list(pool.map(read, readable))
-    hits = [hit for found, _ in results for hit in found]
+    texts = [item for found, _ in results for item in found]
     unread = [problem for _, problem in results if problem]
-    groups = signatures.group(hits)
+    states = pod_states.events(summarize_pods(pods).problems)
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in pods}
+    diagnosis = diagnose_texts(texts, kind="pod", extra=states, nodes=nodes)
     if output == "json":
-        out(
-            json.dumps(
-                {
-                    "pods_scanned": len(readable),
-                    "lines_per_pod": tail,
-                    "signatures": [g.as_json() for g in groups],
-                    "unreadable": unread,
-                },
-                indent=2,
-            )
-        )
-    elif not groups:
-        out(f"no known failure signature in the last {tail} lines of {len(readable)} pod(s)")
+        doc = diagnosis.as_json()
+        doc.update({"pods_scanned": len(readable), "lines_per_pod": tail, "unreadable": unread})
+        out(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        out(f"{len(groups)} failure signature(s) in the last {tail} lines of {len(readable)} pod(s), first seen first:")
-        for found in groups:
-            first = found.first
-            pods_text = ", ".join(found.pods[:4]) + (f" and {len(found.pods) - 4} more" if len(found.pods) > 4 else "")
-            out(f"\n{found.signature.id}: {found.signature.title}")
-            out(f"  {len(found.hits)} line(s) in {len(found.pods)} pod(s): {pods_text}")
-            out(f"  first: {first.pod} line {first.line}" + (f" at {first.at}" if first.at else "") + f": {first.text}")
-            if found.signature.hint:
-                out(f"  hint: {found.signature.hint}")
+        out(render.text(diagnosis, what=f"pod log(s) (the last {tail} lines of each)"))
     for problem in unread:
         err(f"warning: cannot read the log of {problem}")
-    return 1 if any(g.signature.fatal for g in groups) else 0
+    return 1 if diagnosis.failed else 0
+
+
+def errors_offline(paths: list[str], *, output: str = "text", out: Echo, stdin: object = None) -> int:
+    """`helm nemo logs --errors --file LOG…`: the verdict over log files (no cluster). Exit 1 when a failure is
+    found, 0 when none; bad input (a missing file, a binary file, an empty folder) raises UserError (2)."""
+    from helm_nemo.diagnose import diagnose_paths, render
+
+    diagnosis = diagnose_paths(paths, stdin)
+    out(render.as_json(diagnosis) if output == "json" else render.text(diagnosis, what="file(s)"))
+    return 1 if diagnosis.failed else 0

@@ -33,7 +33,7 @@ from helm_nemo.actions.process import Interrupted, run_helm
 from helm_nemo.diff.admission import Refusal, refusals
 from helm_nemo.diff.objects import ObjectDiff, ObjectId
 from helm_nemo.diff.semantic import Difference
-from helm_nemo.values.plan import ReleasePlan
+from helm_nemo.values.release_plan import ReleasePlan
 
 if TYPE_CHECKING:
     from collections.abc import Callable

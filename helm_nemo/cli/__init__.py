@@ -12,7 +12,28 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+
+
+def mask_option(func: F) -> F:
+    """--mask VAR (repeatable): mask this variable's value too, whatever its name and value look like."""
+    import click
+
+    return click.option(
+        "--mask",
+        "mask_names",
+        multiple=True,
+        metavar="VAR",
+        help="Print the value of environment variable VAR as *** too (repeatable); secret-looking names "
+        "and credential-looking values are masked anyway (docs/security.md).",
+    )(func)
 
 
 def _debug() -> bool:

@@ -15,12 +15,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
-# option -> (parameter, "flag" | "value" | "values"), as cli/releases.py declares them for click
+# option -> (parameter, "flag" | "value" | "values" (repeatable)), as cli/releases.py declares them for click
 _VALUES = {
     "-f": ("values_files", "values"),
     "--values": ("values_files", "values"),
     "--root": ("root", "value"),
     "--show-secrets": ("show_secrets", "flag"),
+    "--mask": ("mask_names", "values"),
 }
 _RELEASE = {
     **_VALUES,
@@ -32,6 +33,21 @@ _RELEASE = {
 }
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
+# preflight's offline fabric judge: declared for the tables' agreement, always left to click (a file that must
+# exist, an integer).
+_NCCL_LOG = {
+    "--nccl-log": ("nccl_log", "value"),
+    "--accelerator": ("accelerator", "value"),
+    "--nodes": ("nodes", "value"),
+}
+# the fabric test in the cluster: declared for the tables' agreement, left to click when given (an integer, a
+# test that runs minutes: start-up time does not matter).
+_NCCL = {
+    "--nccl": ("nccl", "flag"),
+    "--nccl-nodes": ("nccl_nodes", "value"),
+    "--nccl-timeout": ("nccl_timeout", "value"),
+}
+_NCCL_DEFAULTS = {"nccl": False, "nccl_nodes": None, "nccl_timeout": None}
 _PREFLIGHT = {"--no-preflight": ("no_preflight", "flag"), "--preflight-only": ("preflight_only", "flag")}
 _WAITS = {
     "--recipe-wait-timeout": ("recipe_wait_timeout", "value"),
@@ -42,6 +58,7 @@ _COMMON_DEFAULTS = {
     "values_files": (),
     "root": None,
     "show_secrets": False,
+    "mask_names": (),
     "chart": None,
     "chart_version": None,
     "chart_repo": None,
@@ -53,12 +70,13 @@ _COMMON_DEFAULTS = {
 COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
     "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
     "install": (
-        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_WAITS},
+        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_NCCL, **_WAITS},
         {
             "skip_manifest_validation": False,
             "target": "kubernetes",
             "no_preflight": False,
             "preflight_only": False,
+            **_NCCL_DEFAULTS,
             **_WAIT_DEFAULTS,
         },
     ),
@@ -87,8 +105,24 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
         },
     ),
     "preflight": (
-        {**_RELEASE, "-o": ("output", "value"), "--output": ("output", "value"), "--no-color": ("no_color", "flag")},
-        {"output": "text", "no_color": False},
+        {
+            **_RELEASE,
+            "-o": ("output", "value"),
+            "--output": ("output", "value"),
+            "--no-color": ("no_color", "flag"),
+            **_NCCL_LOG,
+            **_NCCL,
+            "--keep": ("keep", "flag"),
+        },
+        {
+            "output": "text",
+            "no_color": False,
+            "nccl_log": None,
+            "accelerator": None,
+            "nodes": None,
+            **_NCCL_DEFAULTS,
+            "keep": False,
+        },
     ),
     "uninstall": ({**_RELEASE, **_TARGET}, {"target": "kubernetes"}),
 }
@@ -102,7 +136,7 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
         return None
     options, defaults = COMMANDS[command]
     params: dict[str, Any] = {**_COMMON_DEFAULTS, **defaults}
-    values: list[str] = []
+    repeated: dict[str, list[str]] = {}
     positional: list[str] = []
     index = 0
     while index < len(args):
@@ -135,10 +169,20 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
         if not attached or (attached.startswith("-") and not (kind == "values" and attached == "-")):
             return None
         if kind == "values":
-            values.append(attached)
+            repeated.setdefault(parameter, []).append(attached)
         else:
             params[parameter] = attached
+    values = repeated.pop("values_files", [])
+    params.update((parameter, tuple(given)) for parameter, given in repeated.items())
     if not values or len(positional) > 1:
+        return None
+    if any(params.get(name) is not None for name in ("nccl_log", "accelerator", "nodes")):
+        return None
+    if (
+        params.get("nccl")
+        or params.get("keep")
+        or any(params.get(n) is not None for n in ("nccl_nodes", "nccl_timeout"))
+    ):
         return None
     if any(v != "-" and os.path.isdir(v) for v in values):
         return None  # click: "is a directory"

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from helm_nemo.cli import PASSTHROUGH, _debug, _out, _say, _traceback
+from helm_nemo.cli import PASSTHROUGH, _debug, _out, _say, _traceback, mask_option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -57,7 +57,8 @@ _VALUES_HELP = "Values or recipe file whose releases to show (several merge as h
 @click.option(
     "--root", type=click.Path(file_okay=False, exists=True), default=None, help="As for install (--target slurm)."
 )
-@click.option("--show-secrets", is_flag=True, help="Print values from the environment instead of ***.")
+@click.option("--show-secrets", is_flag=True, help="Print secrets from the environment instead of ***.")
+@mask_option
 @click.option("-n", "--namespace", default=None, help="Namespace (default: HELM_NAMESPACE, else the context's).")
 @click.option(
     "--target",
@@ -85,6 +86,7 @@ def status(
     values_files: tuple[str, ...],
     root: str | None,
     show_secrets: bool,
+    mask_names: tuple[str, ...],
     namespace: str | None,
     target: str,
     output: str,
@@ -113,6 +115,7 @@ def status(
             values_files=values_files,
             root=root,
             show_secrets=show_secrets,
+            mask_names=mask_names,
             chart=None,
             chart_version=None,
             chart_repo=None,
@@ -125,7 +128,7 @@ def status(
     def body() -> int:
         from helm_nemo.actions import status as action
 
-        with secrets.collecting(show=show_secrets):
+        with secrets.collecting(show=show_secrets, mask=mask_names):
             names = action.release_targets(list(values_files), release)
             client = action.connect(extra, namespace)
             run = action.run_inputs_for(list(values_files), names)
@@ -164,6 +167,12 @@ def status(
     "--errors-tail", type=click.IntRange(1), default=500, show_default=True, help="Lines per pod --errors reads."
 )
 @click.option(
+    "--file",
+    "log_files",
+    multiple=True,
+    help="--errors without a cluster: a log file (one per pod or rank; repeat), a folder of them, or - for stdin.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Choice(["text", "json"]),
@@ -185,11 +194,27 @@ def logs(
     timestamps: bool,
     errors: bool,
     errors_tail: int,
+    log_files: tuple[str, ...],
     output: str,
 ) -> None:
-    """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors finds
-    NCCL errors and timeouts, CUDA OOM, Xid/ECC, segfaults and Python tracebacks in every pod's recent log."""
+    """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors names
+    the first cause of a failed run (and what followed from it) from every pod's recent log, or from log
+    files with --file (no cluster). Exit 1 when a failure is found, 0 when none."""
     from helm_nemo.cli.release_commands import helm_extra
+
+    if log_files:
+        if release or values_files:
+            from helm_nemo.cli import _usage_error
+
+            _usage_error("--file reads log files, not a release", "give either --file LOG or a release")
+
+        def offline() -> int:
+            from helm_nemo.actions import status as action
+
+            return action.errors_offline(list(log_files), output=output, out=_out)
+
+        _run(offline)
+        return
 
     if release and release.endswith((".yaml", ".yml", ".json")):
         from helm_nemo.cli import _usage_error

@@ -25,7 +25,8 @@ def plans_of(
     root: str | None = None,
     extra: list[str] | None = None,
 ):
-    from helm_nemo.values.plan import build_plans, registry_flags
+    from helm_nemo.values.chart_source import registry_flags
+    from helm_nemo.values.plan import build_plans
 
     plans = build_plans(
         list(values_files),
@@ -65,6 +66,7 @@ def run_release(
     namespace,
     release,
     extra: list[str],
+    mask_names=(),
     **options,
 ) -> None:
     """Run release command `name` (a key of BODIES) and exit with its code."""
@@ -73,11 +75,13 @@ def run_release(
 
     body, names_only = BODIES[name]
     try:
-        with secrets.collecting(show=show_secrets), forwarding_signals():
+        with secrets.collecting(show=show_secrets, mask=mask_names), forwarding_signals():
             try:
                 with stopping_at_once():
-                    if names_only and options.get("target", "kubernetes") == "kubernetes":
-                        from helm_nemo.values.plan import release_names
+                    if options.get("nccl_log") or not values_files:
+                        plans = []  # preflight --nccl-log reads a log, not values; without it -f is needed
+                    elif names_only and options.get("target", "kubernetes") == "kubernetes":
+                        from helm_nemo.values.recipe import release_names
 
                         plans = release_names(list(values_files), release=release)
                     else:
@@ -96,10 +100,18 @@ def run_release(
 
 
 def validated(
-    plans, helm, extra, skip: bool, *, upgrade: bool = False, preflight: bool = True, install_missing: bool = False
+    plans,
+    helm,
+    extra,
+    skip: bool,
+    *,
+    upgrade: bool = False,
+    preflight: bool = True,
+    install_missing: bool = False,
+    nccl=None,
 ) -> int:
     """install/upgrade: render every release, validate it (unless `skip`) and run the cluster preflight
-    (unless not `preflight`) before the first is sent (0: go on)."""
+    (unless not `preflight`; with `nccl`, NcclOptions, the fabric test too) before the first is sent (0: go on)."""
     preflight = preflight and not _client_dry_run(extra)
     if skip and not preflight:
         return 0
@@ -114,7 +126,15 @@ def validated(
         def cluster(rendered):
             from helm_nemo.actions.preflight import before_install
 
-            return before_install(plans, rendered, extra, upgrade=upgrade, install_missing=install_missing, echo=_say)
+            return before_install(
+                plans,
+                rendered,
+                extra,
+                upgrade=upgrade,
+                install_missing=install_missing,
+                echo=_say,
+                nccl=(helm, nccl) if nccl else None,
+            )
 
     return render_and_check(plans, helm, extra, echo=_say, validate=not skip, cluster=cluster)
 
@@ -126,6 +146,31 @@ def _client_dry_run(extra: list[str]) -> bool:
         a == "--dry-run" or a.partition("=")[0] == "--dry-run" and a.partition("=")[2] in ("client", "true")
         for a in extra
     )
+
+
+def nccl_options(nccl: bool, nccl_nodes, nccl_timeout, keep: bool = False, *, no_preflight: bool = False):
+    """--nccl, --nccl-nodes N, --nccl-timeout DURATION, --keep -> NcclOptions, or None without --nccl."""
+    from helm_nemo.cli import _usage_error
+
+    if not nccl:
+        given = [f for f, v in (("--nccl-nodes", nccl_nodes), ("--nccl-timeout", nccl_timeout), ("--keep", keep)) if v]
+        if given:
+            _usage_error(f"{', '.join(given)} without --nccl", "add --nccl to run the NCCL test")
+        return None
+    if no_preflight:
+        _usage_error("--nccl and --no-preflight exclude each other", "the NCCL test runs after the preflight checks")
+    from helm_nemo.actions.nccl import NcclOptions
+    from helm_nemo.dataprep.wait import parse_duration
+
+    options = NcclOptions(keep=keep)
+    if nccl_nodes is not None:
+        options.nodes = int(nccl_nodes)
+    if nccl_timeout is not None:
+        try:
+            options.timeout = parse_duration(nccl_timeout)
+        except ValueError as err:
+            _usage_error(str(err), "--nccl-timeout 20m (or seconds)")
+    return options
 
 
 def _preflight_flags(no_preflight: bool, preflight_only: bool) -> None:
@@ -204,10 +249,14 @@ def install(
     preflight_only=False,
     recipe_wait_timeout=None,
     recipe_poll_interval=None,
+    nccl=False,
+    nccl_nodes=None,
+    nccl_timeout=None,
 ):
     """Install the release(s) of a values or recipe file, in order (all validated before the first install;
     a release with `after:`/`dataFrom:` once the Jobs of the releases it names completed); with --target slurm,
-    submit the job(s) with sbatch (other options go to sbatch)."""
+    submit the job(s) with sbatch (other options go to sbatch). --nccl: measure the fabric first (preflight
+    --nccl); a failed measurement installs nothing."""
     from helm_nemo.actions import releases
 
     if target == "slurm":
@@ -216,9 +265,10 @@ def install(
         return slurm_cli.install(plans, extra)
 
     _preflight_flags(no_preflight, preflight_only)
+    fabric = nccl_options(nccl, nccl_nodes, nccl_timeout, no_preflight=no_preflight)
     waits = recipe_waits(plans, extra, recipe_wait_timeout, recipe_poll_interval)
     helm = _helm()
-    code = validated(plans, helm, extra, skip_manifest_validation, preflight=not no_preflight)
+    code = validated(plans, helm, extra, skip_manifest_validation, preflight=not no_preflight, nccl=fabric)
     stop = _only(code, preflight_only, "installed")
     if stop is not None:
         return stop
@@ -362,14 +412,55 @@ def status(plans, extra, target="slurm"):
     return slurm_cli.status(plans, extra)
 
 
-def preflight(plans, extra, output="text", no_color=False):
+def preflight(
+    plans,
+    extra,
+    output="text",
+    no_color=False,
+    nccl_log=None,
+    accelerator=None,
+    nodes=None,
+    nccl=False,
+    nccl_nodes=None,
+    nccl_timeout=None,
+    keep=False,
+):
     """Check the cluster helm would use can run the release(s), read-only: API and version, served kinds,
     namespace and release name, Kueue queue and quota, nodes and free GPUs, the profile's networks,
-    DeviceClasses and CSI drivers, referenced objects, RBAC. Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    DeviceClasses and CSI drivers, referenced objects, RBAC. With --nccl: then measure the fabric with a
+    temporary nccl-test release placed like the recipe's pods (removed after). With --nccl-log FILE
+    --accelerator ID: judge an nccl-tests output instead (fabric.busbw: busbw against the profile's floor,
+    transport, wrong results). Exit 0 ok/warn, 1 a check failed, 2 bad input."""
+    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
+    fabric = nccl_options(nccl, nccl_nodes, nccl_timeout, keep)
+    if fabric is not None and (nccl_log or accelerator or nodes):
+        from helm_nemo.cli import _usage_error
+
+        _usage_error(
+            "--nccl runs the test in the cluster; --nccl-log judges a log you ran: one or the other",
+            "helm nemo preflight -f recipe.yaml --nccl, or --nccl-log FILE --accelerator ID",
+        )
+    if nccl_log or accelerator or nodes:
+        from helm_nemo.fabric.offline import judge_log
+
+        return judge_log(nccl_log, accelerator, nodes, output=output, color=color, out=_out)
+    if not plans:
+        from helm_nemo.user_errors import Problem, UserError
+
+        raise UserError(
+            Problem(
+                None,
+                None,
+                None,
+                "$",
+                "no values file",
+                "-f VALUES (or --nccl-log FILE)",
+                "helm nemo preflight -f values.yaml, or --nccl-log FILE --accelerator ID",
+            )
+        )
     from helm_nemo.actions import preflight as checking
 
-    color = not no_color and not os.environ.get("NO_COLOR") and output == "text" and sys.stdout.isatty()
-    return checking.run(plans, _helm(), extra, output=output, color=color, out=_out, err=_say)
+    return checking.run(plans, _helm(), extra, output=output, color=color, out=_out, err=_say, nccl=fabric)
 
 
 # Release command -> (its body, whether it needs only the release names).

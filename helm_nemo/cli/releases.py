@@ -8,17 +8,17 @@ import sys
 
 import click
 
-from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceback
+from helm_nemo.cli import PASSTHROUGH, _debug, _fail, _helm, _out, _say, _traceback, mask_option
 from helm_nemo.cli import release_commands as run
 
 
-def _values_options(func):
-    """-f/--values (several merge like helm's), --root, --show-secrets: every command that reads values."""
+def _values_options(func, values_required: bool = True):
+    """-f/--values (several merge like helm's), --root, --show-secrets, --mask: every command that reads values."""
     func = click.option(
         "-f",
         "--values",
         "values_files",
-        required=True,
+        required=values_required,
         multiple=True,
         type=click.Path(dir_okay=False, allow_dash=True),
         help="Values or recipe file; several merge as helm merges them (later wins); - reads stdin.",
@@ -33,14 +33,14 @@ def _values_options(func):
     func = click.option(
         "--show-secrets",
         is_flag=True,
-        help="Print values taken from the environment instead of *** in messages and helm's output "
+        help="Print secrets taken from the environment instead of *** in messages and helm's output "
         "(--target slurm: write secret values into the script in clear).",
     )(func)
-    return func
+    return mask_option(func)
 
 
-def _release_options(func):
-    func = _values_options(func)
+def _release_options(func, values_required: bool = True):
+    func = _values_options(func, values_required)
     func = click.option(
         "--chart", default=None, help="Chart folder, oci:// reference or chart kind (default: from the values)."
     )(func)
@@ -102,6 +102,34 @@ def _wait_options(func):
     return func
 
 
+def _nccl_options(func, keep: bool = False):
+    """The fabric test in the cluster (preflight --nccl, install --nccl)."""
+    func = click.option(
+        "--nccl",
+        is_flag=True,
+        help="After the other checks pass, measure the fabric: install a temporary nccl-test release placed like "
+        "the recipe's pods, judge rank 0's bus bandwidth (check fabric.busbw), remove it.",
+    )(func)
+    func = click.option(
+        "--nccl-nodes",
+        type=click.IntRange(1, 1 << 20),
+        default=None,
+        metavar="N",
+        help="With --nccl: nodes the test runs on (default 2).",
+    )(func)
+    func = click.option(
+        "--nccl-timeout",
+        default=None,
+        metavar="DURATION",
+        help="With --nccl: how long the test may take, image pull included (default 20m).",
+    )(func)
+    if keep:
+        func = click.option(
+            "--keep", is_flag=True, help="With --nccl: leave the test release installed (to read its pods)."
+        )(func)
+    return func
+
+
 def _target_option(func):
     return click.option(
         "--target",
@@ -120,7 +148,18 @@ def _release_command(body):
     @functools.wraps(body)
     @click.pass_context
     def command(
-        ctx, /, values_files, root, show_secrets, chart, chart_version, chart_repo, namespace, release, **options
+        ctx,
+        /,
+        values_files,
+        root,
+        show_secrets,
+        mask_names,
+        chart,
+        chart_version,
+        chart_repo,
+        namespace,
+        release,
+        **options,
     ):
         from helm_nemo.cli.release_commands import helm_extra, run_release
 
@@ -130,6 +169,7 @@ def _release_command(body):
             values_files=values_files,
             root=root,
             show_secrets=show_secrets,
+            mask_names=mask_names,
             chart=chart,
             chart_version=chart_version,
             chart_repo=chart_repo,
@@ -147,7 +187,9 @@ template = click.command(context_settings=PASSTHROUGH)(
 )
 install = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        _skip_validation_option(_target_option(_preflight_options(_wait_options(_release_command(run.install)))))
+        _skip_validation_option(
+            _target_option(_preflight_options(_nccl_options(_wait_options(_release_command(run.install)))))
+        )
     )
 )
 lint = click.command(context_settings=PASSTHROUGH)(
@@ -190,20 +232,52 @@ upgrade = click.command(context_settings=PASSTHROUGH)(
 uninstall = click.command(context_settings=PASSTHROUGH)(
     _release_options(_target_option(_release_command(run.uninstall)))
 )
+
+
+def _nccl_log_options(func):
+    """The offline fabric judge: an nccl-tests log the user ran themselves, instead of values (-f)."""
+    func = click.option(
+        "--nccl-log",
+        type=click.Path(dir_okay=False, exists=True),
+        default=None,
+        metavar="FILE",
+        help="Judge this nccl-tests output (rank 0's log) against the accelerator's bus-bandwidth floor and "
+        "expected transport (check fabric.busbw), instead of checking a cluster; needs --accelerator.",
+    )(func)
+    func = click.option(
+        "--accelerator", default=None, metavar="ID", help="With --nccl-log: the accelerator profile (a3ultra, p5, ...)."
+    )(func)
+    func = click.option(
+        "--nodes",
+        type=click.IntRange(1, 1 << 20),
+        default=None,
+        help="With --nccl-log: nodes of the run (default: the hosts the log lists).",
+    )(func)
+    return func
+
+
 preflight = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        click.option(
-            "-o",
-            "--output",
-            type=click.Choice(["text", "json"]),
-            default="text",
-            show_default=True,
-            help="text: a checklist; json: one document for scripts.",
-        )(
-            click.option(
-                "--no-color", is_flag=True, help="No colours (also when NO_COLOR is set or stdout is no terminal)."
-            )(_release_command(run.preflight))
-        )
+        _nccl_options(
+            _nccl_log_options(
+                click.option(
+                    "-o",
+                    "--output",
+                    type=click.Choice(["text", "json"]),
+                    default="text",
+                    show_default=True,
+                    help="text: a checklist; json: one document for scripts.",
+                )(
+                    click.option(
+                        "--no-color",
+                        is_flag=True,
+                        help="No colours (also when NO_COLOR is set or stdout is no terminal).",
+                    )(_release_command(run.preflight))
+                )
+            ),
+            keep=True,
+        ),
+        values_required=False,
     )
 )
 
@@ -226,6 +300,7 @@ def diff(
     values_files,
     root,
     show_secrets,
+    mask_names,
     chart,
     chart_version,
     chart_repo,
@@ -240,7 +315,7 @@ def diff(
     from helm_nemo import secrets
     from helm_nemo.user_errors import UserError
 
-    with secrets.collecting(show=show_secrets):
+    with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             extra = run.helm_extra(ctx.args, ctx.meta.get("helm_nemo_first_flag"), namespace)
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root, extra=extra)
@@ -281,7 +356,9 @@ def diff(
 @click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
 @_target_option
-def validate(values_files, root, show_secrets, chart, chart_version, chart_repo, plain_http, ca_file, release, target):
+def validate(
+    values_files, root, show_secrets, mask_names, chart, chart_version, chart_repo, plain_http, ca_file, release, target
+):
     """Check a values or recipe file (substitution, files, schema, the charts' cross-field rules) without
     installing or rendering anything; with --target slurm, also the slurm: section and everything the Slurm
     job needs. An oci:// chart that is not a released shipped chart is pulled with `helm pull` (the chart only:
@@ -290,7 +367,7 @@ def validate(values_files, root, show_secrets, chart, chart_version, chart_repo,
     from helm_nemo import secrets
 
     registry = (["--plain-http"] if plain_http else []) + (["--ca-file", ca_file] if ca_file else [])
-    with secrets.collecting(show=show_secrets):
+    with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root=root, extra=registry)
             if target == "slurm":

@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # annotations only
     from typing import Any
 
     from helm_nemo.user_errors import Problem
-    from helm_nemo.values.load import LoadedValues
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.loaded import LoadedValues
+    from helm_nemo.values.release_plan import ReleasePlan
 
 STAGE_KEYS = ("after", "dataFrom")
 DATA_PREP = "data-prep"
@@ -270,7 +270,7 @@ def _data_from(
 
 def source_values(plan: ReleasePlan) -> dict[str, Any]:
     """A data-prep release's values as its chart sees them: the chart's defaults, then the release's."""
-    from helm_nemo.values.plan import chart_defaults, merge_values
+    from helm_nemo.values.chart_values import chart_defaults, merge_values
 
     local = plan.local_chart
     defaults: dict[str, Any] = {}

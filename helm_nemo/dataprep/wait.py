@@ -13,7 +13,7 @@ Imported only when a recipe waits (it brings the kube client). Per poll of a rel
   counted by dataprep/progress.py (the count `helm nemo status` shows too). Worker i's total is its share
   of the shard list (shards.assignment); an index in the Job's completedIndexes has done all of it.
   `R: 4/6 shards (worker 0: 2/3, worker 1: 2/3)` is said when a count changes;
-- why workers are not running, in the words of `helm nemo status` (status/objects.py: summarize_pods,
+- why workers are not running, in the words of `helm nemo status` (status/pods.py: summarize_pods,
   not_scheduled, cannot_start), said when it changes (not every poll): pods the scheduler cannot place
   (`R: 2 worker pod(s) not scheduled for 2 m 05 s: 0/1 nodes available: 1 Insufficient cpu`, with the
   Pending claims the pods mount when the scheduler names unbound claims), or whose container cannot start
@@ -44,8 +44,8 @@ if TYPE_CHECKING:  # annotations only
     from typing import Any
 
     from helm_nemo.kube.client import KubeClient
-    from helm_nemo.status.objects import ProblemGroup
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.status.pods import ProblemGroup
+    from helm_nemo.values.release_plan import ReleasePlan
 
     Echo = Callable[[str], None]
 
@@ -186,9 +186,9 @@ class StageWait:
         self._not_running(pods)
 
     def _not_running(self, pods: list[dict[str, Any]]) -> None:
-        """Say why worker pods do not run (status/objects.py's words), when that changes."""
+        """Say why worker pods do not run (status/pods.py's words), when that changes."""
         from helm_nemo.status.cluster import main_container
-        from helm_nemo.status.objects import cannot_start, not_scheduled, summarize_pods
+        from helm_nemo.status.pods import cannot_start, not_scheduled, summarize_pods
 
         live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
         container = next((c for c in map(main_container, live) if c), "data-prep")
@@ -225,7 +225,7 @@ class StageWait:
         return [self._line(group, claims) for group, claims in self._blocked_groups]
 
     def _line(self, group: ProblemGroup, claims: str) -> str:
-        from helm_nemo.status.objects import WAITING_FAILURES
+        from helm_nemo.status.pods import WAITING_FAILURES
 
         who = f"{self.release}: {len(group.pods)} worker pod(s)"
         if group.reason == "FailedScheduling":
@@ -241,7 +241,8 @@ class StageWait:
         were placed (FailedMount, FailedAttachVolume, FailedCreatePodSandBox: the pod's status says only
         ContainerCreating; the kubelet and the attach controller say why in events). One list of the
         namespace's Warning events of pods, read only while such pods exist; pods in `said` are already said."""
-        from helm_nemo.status.objects import ProblemGroup, event_message, event_time
+        from helm_nemo.status.events import event_message, event_time
+        from helm_nemo.status.pods import ProblemGroup
 
         placed = {
             pod["metadata"]["name"]: scheduled
@@ -271,7 +272,7 @@ class StageWait:
         return list(groups.values())
 
     def _for(self, at: str) -> str:
-        from helm_nemo.status.objects import parse_time
+        from helm_nemo.status.conditions import parse_time
         from helm_nemo.status.progress import duration
 
         since = parse_time(at)
@@ -461,7 +462,7 @@ def _merged(groups: list[ProblemGroup]) -> list[ProblemGroup]:
     """The groups with ImagePullBackOff and ErrImagePull as one (the kubelet alternates them while it
     retries: one state for the wait), said with ErrImagePull's words (the registry's answer) when a pod has
     them."""
-    from helm_nemo.status.objects import ProblemGroup
+    from helm_nemo.status.pods import ProblemGroup
 
     out: list[ProblemGroup] = []
     pulls: ProblemGroup | None = None

@@ -38,7 +38,23 @@ def load_profile(path: Path) -> dict[str, Any]:
         raise ProfileError("invalid accelerator profile:\n" + "\n".join(lines))
     if profile["id"] != path.stem:
         raise ProfileError(f"{path}: id {profile['id']!r} must equal the file name {path.stem!r}")
-    return with_defaults(profile)
+    out = with_defaults(profile)
+    _check_all_reduce_floors(path, out)
+    return out
+
+
+def _check_all_reduce_floors(path: Path, profile: dict[str, Any]) -> None:
+    """The chart's launcher runs all_reduce with the profile's `ncclTest.allReduceAlgo`; a floor published for
+    another algorithm could never judge a run of the chart (the judge holds Ring runs to Ring floors only)."""
+    spec = profile["ncclTest"]
+    if spec is None:
+        return
+    for n, floor in enumerate(spec["floors"]):
+        if floor["collective"] == "all_reduce" and floor.get("algo", "any") != spec["allReduceAlgo"]:
+            raise ProfileError(
+                f"{path}: $.ncclTest.floors[{n}]: an all_reduce floor for algo {floor.get('algo', 'any')!r}, but"
+                f" the launcher runs all_reduce with ncclTest.allReduceAlgo {spec['allReduceAlgo']!r}: make them agree"
+            )
 
 
 # Optional profile fields and their meaning when absent. Filling them here lets the chart sources
@@ -75,6 +91,15 @@ _OPTIONAL_NETWORK: dict[str, Any] = {
     "hostIPCFromValues": True,
 }
 
+_OPTIONAL_NCCL_TEST: dict[str, Any] = {
+    "initScript": None,
+    "sharedMemorySize": None,
+    "sshdCommand": "service ssh restart",
+    "sshKeys": "image",
+    "rankPrefix": "",
+    "allReduceAlgo": "Ring",
+}
+
 
 def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
     out = {**_OPTIONAL, **profile}
@@ -89,6 +114,8 @@ def with_defaults(profile: dict[str, Any]) -> dict[str, Any]:
             **installer,
         }
     out["workloadSecurity"] = {"privileged": "hostNetwork", "capabilities": [], **out["workloadSecurity"]}
+    if out["ncclTest"] is not None:
+        out["ncclTest"] = {**_OPTIONAL_NCCL_TEST, **out["ncclTest"]}
     daemon = out["network"]["daemonSidecar"]
     if daemon is not None:
         out["network"]["daemonSidecar"] = {"env": [], **daemon}

@@ -70,3 +70,18 @@ class KubeApiError(KubeError):
     @property
     def forbidden(self) -> bool:
         return self.code == 403
+
+
+def api_error(status: int, data: bytes, method: str, path: str) -> KubeApiError:
+    """The error of an answer with an error status: the server's Status when it sent one, else the HTTP reason."""
+    import json
+    from http.client import responses
+
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("kind") == "Status":
+        return KubeApiError(status, body.get("reason") or "", body.get("message") or "", method, path)
+    reason = responses.get(status, "")
+    return KubeApiError(status, reason, data.decode("utf-8", "replace").strip()[:300], method, path)

@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
 
 from helm_nemo.user_errors import Problem, UserError, json_path
 from helm_nemo.values import value_at
@@ -71,7 +71,8 @@ class RecipeInputs:
 
 
 def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, str] | None = None) -> RecipeInputs:
-    from helm_nemo.values.load import LoadedValues, load_values
+    from helm_nemo.values.load import load_values
+    from helm_nemo.values.loaded import LoadedValues
     from helm_nemo.values.substitute import runtime_names, substitute
 
     loaded = load_values(path)

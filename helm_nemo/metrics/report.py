@@ -12,6 +12,7 @@ once.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from collections import Counter
 from dataclasses import dataclass, field
 import re
@@ -84,6 +85,7 @@ class Report:
     model_flops_source: str
     peak_source: str
     warnings: list[str] = field(default_factory=list)
+    failure: dict[str, Any] | None = None  # the run's first cause when the log shows it failed (helm_nemo.diagnose)
 
     def as_json(self) -> dict[str, Any]:
         def value(key: str) -> Any:
@@ -109,6 +111,7 @@ class Report:
             "peak_tflops_source": self.peak_source,
             "inputs": {key: item.origin for key, item in self.inputs.items()},
             "warnings": self.warnings,
+            "failure": self.failure,
         }
 
     def text(self) -> str:
@@ -121,6 +124,10 @@ class Report:
             "",
             f"steps        {self.start_step}–{self.end_step}: {self.steps} step(s) of {self.file} ({self.format})",
         ]
+        if self.failure:
+            cause = self.failure
+            where = f"line {cause['line']}" + (f", rank {cause['rank']}" if cause.get("rank") else "")
+            lines[:0] = [f"FAILED: the run failed: {cause['signature']} ({where}): {cause['text'][:200]}", ""]
 
         def row(label: str, text: str, key: str) -> None:
             origin = self.inputs[key].origin
@@ -164,7 +171,18 @@ def measure(request: Request) -> Report:
         model_flops_source=names["model_source"],
         peak_source=names["peak_source"],
         warnings=_warnings(log, chosen, mfu),
+        failure=failure(request.file),
     )
+
+
+def failure(path: str) -> dict[str, Any] | None:
+    """The first cause (helm_nemo.diagnose's JSON) when the log shows the run failed, else None: a step time
+    from a run that died is still a step time, but the report says the run died."""
+    from helm_nemo.diagnose import diagnose_texts
+
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    diagnosis = diagnose_texts([(path, text)])
+    return diagnosis.cause.as_json() if diagnosis.cause is not None else None
 
 
 def resolve(request: Request) -> tuple[dict[str, Input], Names]:

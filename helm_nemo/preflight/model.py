@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable
     from typing import Any
 
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 OK, WARN, FAIL, SKIPPED = "ok", "warn", "fail", "skipped"
 ORDER = {FAIL: 0, WARN: 1, SKIPPED: 2, OK: 3}

@@ -17,18 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 
-from helm_nemo.status import kueue, objects
+from helm_nemo.status import kueue
+from helm_nemo.status.events import EventLine, warning_events
+from helm_nemo.status.workloads import WorkloadState, workload_state
+from helm_nemo.status.pods import PodSummary, pod_job_index, pod_rank, summarize_pods
 from helm_nemo.status.progress import Progress, RunInputs, progress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterable
-    from types import ModuleType
     from typing import Any
 
     from helm_nemo.dataprep.progress import ShardProgress
     from helm_nemo.kube.client import KubeClient
-    from helm_nemo.status.signatures import Hit
+    from helm_nemo.diagnose.events import Diagnosis
+    from helm_nemo.status.pods import PodProblem
 
 INSTANCE = "app.kubernetes.io/instance"
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets"
@@ -43,7 +46,6 @@ DATA_PREP_TAIL = 1000  # a data-prep pod's log: its progress lines among the tok
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
 TAIL_LINES = 2000  # the rank-0 log: enough for WINDOW steps among NeMo's other output
 FAILED_TAIL = 300  # a failed pod's last lines, for the signatures
-FAILED_PODS_READ = 4  # the first pods to fail: the cause is almost always in one of them
 
 
 @dataclass
@@ -52,14 +54,15 @@ class ReleaseStatus:
 
     release: str
     namespace: str
-    workload: objects.WorkloadState | None = None
+    workload: WorkloadState | None = None
     kueue: kueue.KueueState | None = None
-    pods: objects.PodSummary = field(default_factory=objects.PodSummary)
+    pods: PodSummary = field(default_factory=PodSummary)
     claims: dict[str, str] = field(default_factory=dict)  # PVC name -> phase
     rank0: str | None = None
     progress: Progress | None = None
-    events: list[objects.EventLine] = field(default_factory=list)
-    hits: list[Hit] = field(default_factory=list)  # signatures.Hit in the failed pods' logs
+    events: list[EventLine] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None  # the first cause, when the logs read (and pod states) show a failure
+    texts: dict[str, str] = field(default_factory=dict)  # pod -> the log tail read this refresh
     last_lines: dict[str, list[str]] = field(default_factory=dict)  # failed pod -> its last lines
     notes: list[str] = field(default_factory=list)
     data_prep: bool = False  # a data-prep release: its Job carries helm-nemo.dev/data-prep
@@ -122,8 +125,8 @@ def rank_pods(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (a restart), the running one, else the newest."""
     best: dict[tuple[int, int], dict[str, Any]] = {}
     for pod in pods:
-        rank = objects.pod_rank(pod)
-        key = (objects.pod_job_index(pod), rank if rank is not None else 1 << 30)
+        rank = pod_rank(pod)
+        key = (pod_job_index(pod), rank if rank is not None else 1 << 30)
         old = best.get(key)
         if old is None or _preference(pod) > _preference(old):
             best[key] = pod
@@ -147,8 +150,6 @@ def read_statuses(
     tail: int = TAIL_LINES,
 ) -> list[ReleaseStatus]:
     """The status of each release (in the order given)."""
-    from helm_nemo.status import signatures
-
     run_inputs = run_inputs or {}
     ns = namespace
     selector = {"labelSelector": _selector(INSTANCE, releases)}
@@ -168,7 +169,7 @@ def read_statuses(
     for obj in jobsets + jobs:
         status = out.get(owner(obj))
         if status is not None and status.workload is None:
-            status.workload = objects.workload_state(obj)
+            status.workload = workload_state(obj)
             if _labels(obj).get(DATA_PREP_LABEL) == status.release and id(obj) in job_ids:
                 status.data_prep = True
                 data_prep_jobs[status.release] = obj
@@ -191,7 +192,7 @@ def read_statuses(
     names: set[str] = set()
     for name, status in out.items():
         release_pods = by_release.get(name, [])
-        status.pods = objects.summarize_pods(release_pods)
+        status.pods = summarize_pods(release_pods)
         names |= {p["metadata"]["name"] for p in release_pods} | set(status.claims)
         if status.workload:
             names.add(status.workload.name)
@@ -201,7 +202,7 @@ def read_statuses(
     for name, status in out.items():
         mine = {p["metadata"]["name"] for p in by_release.get(name, [])} | set(status.claims)
         mine |= {x for x in (status.workload and status.workload.name, status.kueue and status.kueue.name) if x}
-        status.events = objects.warning_events(events, mine)
+        status.events = warning_events(events, mine)
     if with_logs:
         shard_lists = _shard_lists(client, ns, data_prep_jobs) if data_prep_jobs else {}
         for name, status in out.items():
@@ -211,7 +212,7 @@ def read_statuses(
                 texts = _read_shards(client, status, data_prep_jobs[name], by_release.get(name, []), shard_lists)
             elif status.workload is not None and ordered:
                 _read_progress(client, status, ordered, run_inputs.get(name), now, stall_factor, tail)
-            _read_failures(client, status, by_release.get(name, []), signatures, texts)
+            _read_failures(client, status, by_release.get(name, []), texts)
     return [out[name] for name in releases]
 
 
@@ -296,6 +297,7 @@ def _read_progress(
         except KubeApiError as err:
             status.notes.append(f"cannot read the log of {name}: {err.code} {err.message}")
             continue
+        status.texts[name] = text
         found = progress(text, run, name=name, **kwargs)
         if status.rank0 is None:
             status.rank0 = name
@@ -311,38 +313,69 @@ def _read_failures(
     client: KubeClient,
     status: ReleaseStatus,
     pods: list[dict[str, Any]],
-    signatures: ModuleType,
     texts: dict[str, str] | None = None,
 ) -> None:
-    """The last lines of the first pods that failed (their previous container when it restarted), and the
-    failure signatures in them; `texts`: logs read already this refresh (pod -> text), not read again."""
+    """The last lines of the failed pods most likely to hold the first cause (their previous container when it
+    restarted), a batch at a time until one names a specific cause (helm_nemo.status.failures), then one
+    diagnosis (helm_nemo.diagnose) over them, the logs read already this refresh and the pods' states: the
+    first cause across pods by the kubelet's line times."""
+    from helm_nemo.diagnose import diagnose_texts, pods as pod_states
+    from helm_nemo.status import failures
+
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    read = dict(status.texts)
+    for name, text in (texts or {}).items():
+        read.setdefault(name, text)
+    states = pod_states.events(status.pods.problems)
+    order = {p["metadata"]["name"]: n for n, p in enumerate(rank_pods(pods))}
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") or "" for p in pods}
+
+    def diagnose() -> Diagnosis:
+        ordered = sorted(read.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))
+        return diagnose_texts(ordered, kind="pod", extra=states, nodes=nodes)
+
+    diagnosis = None
+    for batch in failures.batches(failures.read_order(status.pods.problems)):
+        wanted = [(p, by_name[p.pod]) for p in batch if p.pod in by_name]
+        for problem, text in _failed_tails(client, status, wanted, {**status.texts, **(texts or {})}):
+            read[problem.pod] = text
+            lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
+            status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]
+        diagnosis = diagnose()
+        if failures.found(diagnosis):
+            break
+    if diagnosis is None:
+        if not read and not states:
+            return
+        diagnosis = diagnose()
+    if diagnosis.failed:
+        status.diagnosis = diagnosis
+
+
+def _failed_tails(
+    client: KubeClient, status: ReleaseStatus, wanted: list[tuple[PodProblem, dict[str, Any]]], texts: dict[str, str]
+) -> list[tuple[PodProblem, str]]:
+    """The last FAILED_TAIL lines of each pod (a restarted one's previous container), side by side (the client
+    keeps a connection per thread); a log already read this refresh is not read again."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from helm_nemo.kube import KubeApiError
 
-    fatal = [
-        p
-        for p in status.pods.problems
-        if p.fatal and p.reason in ("OOMKilled", "Error", "Failed", "CrashLoopBackOff", "RunContainerError")
-    ]
-    fatal.sort(key=lambda p: p.at or "~")
-    by_name = {p["metadata"]["name"]: p for p in pods}
-    for problem in fatal[:FAILED_PODS_READ]:
-        pod = by_name.get(problem.pod)
-        if pod is None:
-            continue
+    def tail(item: tuple[PodProblem, dict[str, Any]]) -> tuple[PodProblem, str | None]:
+        problem, pod = item
         running = (pod.get("status") or {}).get("phase") == "Running"
-        text = (texts or {}).get(problem.pod) if not running else None
-        if text is None:
-            try:
-                text = pod_log(
-                    client,
-                    status.namespace,
-                    problem.pod,
-                    problem.container or main_container(pod),
-                    FAILED_TAIL,
-                    previous=running,
-                )
-            except KubeApiError:
-                continue
-        status.hits += signatures.scan(text, problem.pod)
-        lines = [line.partition(" ")[2] if line[:4].isdigit() else line for line in text.rstrip("\n").split("\n")]
-        status.last_lines[problem.pod] = [line.rsplit("\r", 1)[-1] for line in lines[-5:]]
+        known = texts.get(problem.pod) if not running else None
+        if known is not None:
+            return problem, known
+        try:
+            container = problem.container or main_container(pod)
+            return problem, pod_log(client, status.namespace, problem.pod, container, FAILED_TAIL, previous=running)
+        except KubeApiError:
+            return problem, None
+
+    if len(wanted) <= 1:
+        done = [tail(item) for item in wanted]
+    else:
+        with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+            done = list(pool.map(tail, wanted))
+    return [(problem, text) for problem, text in done if text is not None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from helm_nemo.status.objects import conditions
+from helm_nemo.status.conditions import conditions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only

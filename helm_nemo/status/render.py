@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import clock
+from helm_nemo.status.conditions import clock
 from helm_nemo.status.progress import duration
 from helm_nemo.status.verdict import Verdict, verdict
 
@@ -84,16 +84,11 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
                 lines.append(f"    {group.reason} {who}{at}: {group.words}")
             if len(pods.groups) > 6:
                 lines.append(f"    … {len(pods.groups) - 6} more")
-        if status.hits:
-            from helm_nemo.status.signatures import group as group_hits
+        if status.diagnosis is not None and status.diagnosis.cause is not None:
+            from helm_nemo.diagnose import render as diagnose_render
 
-            lines.append("  in the logs:")
-            for found in group_hits(status.hits)[:5]:
-                first = found.first
-                lines.append(
-                    f"    {found.signature.id} ({len(found.pods)} pod(s)): {first.pod} line {first.line}: "
-                    f"{first.text[:160]}"
-                )
+            lines.append("  why (first cause over the pods' logs and states):")
+            lines += ["    " + line for line in diagnose_render.text(status.diagnosis, what="pod log(s)").splitlines()]
         for pod, last in list(status.last_lines.items())[:2]:
             lines.append(f"  last lines of {pod}:")
             lines += [f"    | {line[:200]}" for line in last]
@@ -137,8 +132,7 @@ def as_json(
     verdicts = verdicts or [verdict(s) for s in statuses]
     releases = []
     for status, v in zip(statuses, verdicts, strict=True):
-        from helm_nemo.status.signatures import group as group_hits
-
+        diagnosis = status.diagnosis
         releases.append(
             {
                 "release": status.release,
@@ -153,7 +147,7 @@ def as_json(
                 "rank0_pod": status.rank0,
                 "progress": status.progress.as_json() if status.progress else None,
                 "shards": status.shards.as_json() if status.shards else None,
-                "log_signatures": [g.as_json() for g in group_hits(status.hits)],
+                "diagnosis": diagnosis.as_json() if diagnosis is not None else None,
                 "last_lines": status.last_lines,
                 "events": [e.as_json() for e in status.events],
                 "notes": status.notes,

@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass
 
 from helm_nemo.status.cluster import ReleaseStatus
-from helm_nemo.status.objects import cannot_start, clock, not_scheduled
+from helm_nemo.status.conditions import clock
+from helm_nemo.status.pods import cannot_start, not_scheduled
 from helm_nemo.status.progress import duration
 
 EXIT_OK, EXIT_FAILED, EXIT_NOT_FOUND = 0, 1, 3
@@ -78,22 +79,29 @@ def _si(value: float) -> str:
 
 
 def _first_failure(status: ReleaseStatus) -> str:
-    """`pod r-workload-0-3 OOMKilled at 12:04` and, when the logs tell, `NCCL WARN … in rank 3`."""
-    words = []
+    """`pod r-workload-0-1 (rank 1) cuda-oom at 12:04: torch.OutOfMemoryError: CUDA out of memory…`: the first
+    cause over the pods' logs and states (helm_nemo.diagnose); else the first failed pod's state."""
+    diagnosis = status.diagnosis
+    if diagnosis is not None and diagnosis.cause is not None:
+        cause = diagnosis.cause
+        rank = f" (rank {cause.rank})" if cause.rank else ""
+        at = f" at {clock(_api_time(cause.at))}" if clock(_api_time(cause.at)) else ""
+        hang = diagnosis.hang.words() if diagnosis.hang is not None else ""
+        return f"pod {cause.source}{rank} {cause.klass or cause.signature}{at}: {core(cause.text)}" + (
+            f" ({hang})" if hang else ""
+        )
     fatal = [g for g in status.pods.groups if g.fatal]
-    if fatal:
-        group = fatal[0]
-        who = f"pod {group.pods[0]}" + (f" (+{len(group.pods) - 1} more)" if len(group.pods) > 1 else "")
-        at = f" at {clock(group.at)}" if clock(group.at) else ""
-        words.append(f"{who} {group.detail()}{at}")
-    if status.hits:
-        from helm_nemo.status.signatures import group as group_hits
+    if not fatal:
+        return ""
+    group = fatal[0]
+    who = f"pod {group.pods[0]}" + (f" (+{len(group.pods) - 1} more)" if len(group.pods) > 1 else "")
+    at = f" at {clock(group.at)}" if clock(group.at) else ""
+    return f"{who} {group.detail()}{at}"
 
-        found = group_hits(status.hits)[0]
-        first = found.first
-        where = f" in rank {first.rank}" if first.rank else f" in {first.pod}"
-        words.append(f"{found.signature.id}: {core(first.text)}{where}")
-    return ", ".join(words)
+
+def _api_time(at: str) -> str:
+    """The diagnosis' sortable time (`2026-01-05T10:00:01.123456789`) as an API time clock() reads."""
+    return at[:19] + "Z" if at else ""
 
 
 _LINE_PREFIX = re.compile(r"^(\s*\[[^\]]*\]:?)+\s*|^\S+:\d+:\d+ \[\d+\] ")
@@ -153,6 +161,8 @@ def verdict(status: ReleaseStatus) -> Verdict:
             "Completed" + (f" at {clock(work.since)}" if clock(work.since) else "") + (f": {done}" if done else ""),
         )
     fatal = [g for g in pods.groups if g.fatal]
+    if status.diagnosis is not None and status.diagnosis.failed:  # never healthy when a log ends in a failure
+        return Verdict("Failed", f"Failed: {_first_failure(status)}")
     if work is not None and work.state == "Failed":
         why = _first_failure(status) or f"{work.reason}: {work.message}".strip(": ")
         return Verdict("Failed", f"Failed: {why}")

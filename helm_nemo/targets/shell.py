@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
-MASK = "***"
+from helm_nemo.secrets import MASK, is_secret, mask_within
 
 
 def quote(value: Any) -> str:
@@ -23,8 +23,13 @@ def quote(value: Any) -> str:
 
 
 def text_of(value: Any) -> str:
+    """A value as the charts write it: Helm's text for a number (1e6 is 1000000, not 1000000.0)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        from helm_nemo.values.helm_yaml import helm_text
+
+        return helm_text(value)
     return "" if value is None else str(value)
 
 
@@ -34,11 +39,9 @@ def _double_quoted(text: str) -> str:
 
 
 class Secrets:
-    """Which values came from secret variables, and how the script refers to them instead."""
+    """Which values came from secret variables (helm_nemo.secret_policy), and how the script refers to them instead."""
 
     def __init__(self, plan: ReleasePlan, env: Mapping[str, str], declared: list[str], show: bool):
-        from helm_nemo.values.substitute import SECRET_NAME
-
         self.show = show
         self.declared = list(declared)
         self.required: dict[str, str | None] = {}  # name -> value install passes to sbatch (None: from its env)
@@ -51,7 +54,7 @@ class Secrets:
         for where, names in result.used.items():
             if tuple(where[: len(prefix)]) != prefix:
                 continue
-            pairs = [(env[name], name) for name in names if SECRET_NAME.search(name) and env.get(name)]
+            pairs = [(env[name], name) for name in names if env.get(name) and is_secret(name, env[name])]
             if pairs:
                 self.by_path[tuple(where[len(prefix) :])] = pairs
 
@@ -104,9 +107,7 @@ class Secrets:
             return data
         if not isinstance(data, str):
             return MASK
-        for secret, _ in sorted(pairs, key=lambda p: len(p[0]), reverse=True):
-            data = data.replace(secret, MASK)
-        return data
+        return mask_within(data, [secret for secret, _ in pairs])
 
 
 def heredoc(target: str, text: str) -> list[str]:

@@ -16,14 +16,17 @@ here-document; arguments reach torchrun as `"$@"` of the per-node launcher, neve
 that came from a secret-looking variable (or an env entry named in `secret_env`) is written as a
 `${NAME}` reference to the environment sbatch runs in, never in clear, unless `show_secrets`.
 Output is deterministic: the same values give the same bytes.
+
+Three rooms, each class building on the one before: targets/slurm_values.py (`SlurmValues`: the values, the
+`slurm:` section and the profile, checked), targets/slurm_launch.py (`SlurmLaunch`: env, overrides, the
+per-node launcher, srun) and this module (`_Renderer`: the `#SBATCH` directives and the script put together;
+which plans become jobs). targets/slurm_jobs.py submits, cancels and shows them.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -31,59 +34,20 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
-from helm_nemo import resources as paths
+from helm_nemo.secrets import MASK
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
+from helm_nemo.targets.slurm_launch import NEMO_CONFIG_NAME, SlurmLaunch
+from helm_nemo.targets.slurm_values import schema
 from helm_nemo.user_errors import Problem, UserError, json_path, raise_if_problems
 from helm_nemo.values import value_at
 
-SCHEMA_FILE = "slurm.schema.json"
 # Chart kinds with a Slurm rendering; the storage charts' filesystems are the cluster's own on Slurm.
 JOB_KINDS = ("nemo-training", "data-prep")
 STORAGE_KINDS = ("fsx-lustre", "gcs-fuse")
 SUBMISSION_NAME = "submission.sh"
 RESOLVED_VALUES_NAME = "resolved-values.yaml"
-NEMO_CONFIG_NAME = "nemo-config.yaml"
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-# Values of the nemo-training chart that only mean something to Kubernetes: the Slurm job ignores them
-# (with a note when the values set them).
-KUBERNETES_ONLY: tuple[tuple[str, ...], ...] = (
-    ("queue",),
-    ("tasSettings",),
-    ("dwsSettings",),
-    ("targetNodepools",),
-    ("nodeSelector",),
-    ("terminationGracePeriodSeconds",),
-    ("workload", "nameSuffix"),
-    ("workload", "jobTimestamp"),
-    ("workload", "jobUUID"),
-    ("workload", "backoffLimit"),
-    ("workload", "ttlSecondsAfterFinished"),
-    ("workload", "annotations"),
-    ("workload", "labels"),
-    ("workload", "serviceAccountName"),
-    ("workload", "priorityClassName"),
-    ("workload", "privileged"),
-    ("network", "hostNetwork"),
-    ("network", "subnetworks"),
-    ("volumes", "sharedMemorySize"),
-)
-# Values the Slurm job cannot honour: refused, so a job never runs without something the values ask for.
-REFUSED = {
-    ("volumes", "ssdMountPath"): "a node's local SSD is not staged on Slurm; list the path in slurm.container_mounts",
-    ("volumes", "nfsMountPath"): "mount the NFS share on the cluster and list it in slurm.container_mounts",
-    ("volumes", "gcsDownload"): "copy the data to the cluster's shared filesystem before submitting",
-    ("gcsDownload",): "copy the data to the cluster's shared filesystem before submitting",
-    ("workload", "tokenizerPath"): "point the NeMo config's tokenizer paths at the shared filesystem",
-    (
-        "workload",
-        "profile",
-        "enabled",
-    ): "Nsight profiling is not wired on the Slurm target yet; use srun_args or a wrapper",
-}
 
 
 @dataclass
@@ -119,116 +83,8 @@ class SlurmJob:
         return path.replace("%a", task)
 
 
-def schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((paths.schemas_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
-    return loaded
-
-
-def schema_defaults() -> dict[str, Any]:
-    return {key: spec["default"] for key, spec in schema()["properties"].items() if "default" in spec}
-
-
-# ---------------------------------------------------------------------------------------------- render
-
-
-class _Renderer:
-    def __init__(self, plan: ReleasePlan, env: Mapping[str, str], show_secrets: bool, source_name: str | None):
-        from helm_nemo.values.plan import chart_defaults, merge_values
-
-        self.plan = plan
-        self.env = env
-        self.loaded = plan.loaded
-        self.prefix = tuple(plan.json_prefix)
-        self.problems: list[Problem] = []
-        self.notes: list[str] = []
-        self.source_name = source_name or str(plan.source)
-        self.user = plan.values
-        local = plan.local_chart
-        self.values = merge_values(chart_defaults(local), plan.values) if local else dict(plan.values)
-        self.section_raw = plan.target_sections.get("slurm")
-        self.show_secrets = show_secrets
-
-    # -- errors
-    def where(self, rel: tuple[Any, ...]) -> tuple[Any, ...]:
-        return self.prefix + tuple(rel)
-
-    def problem(self, rel: tuple[Any, ...], message: str, expected: str | None = None, hint: str | None = None) -> None:
-        line, column = self.loaded.position(self.where(rel)) if self.loaded else (None, None)
-        self.problems.append(Problem(str(self.plan.source), line, column, json_path(rel), message, expected, hint))
-
-    # -- the slurm: section
-    def section(self) -> dict[str, Any]:
-        from helm_nemo.values.validation import validate
-
-        raw = self.section_raw
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            self.problem(("slurm",), f"{json.dumps(raw)} is not of type 'object'", "a mapping of Slurm settings")
-            return {**schema_defaults()}
-        found = validate(
-            raw,
-            schema(),
-            filename=str(self.plan.source),
-            positions=lambda path: self.loaded.position(path) if self.loaded else (None, None),
-            prefix=self.prefix + ("slurm",),
-        )
-        # The schema's JSON paths are relative to the section: put them under $.slurm.
-        self.problems += [
-            Problem(p.file, p.line, p.column, "$.slurm" + p.json_path[1:], p.message, p.expected, p.hint) for p in found
-        ]
-        return {**schema_defaults(), **raw}
-
-    def profile(self) -> dict[str, Any] | None:
-        from helm_nemo.generate.profiles import ProfileError, load_profile, load_profiles
-
-        accelerator = self.plan.accelerator
-        if not accelerator:
-            self.problem(
-                ("accelerator",),
-                "the Slurm target needs an accelerator (its profile gives the GPUs and fabric env)",
-                "accelerator: p4de | p5 | p5en",
-            )
-            return None
-        path = paths.accelerators_dir() / f"{accelerator}.yaml"
-        try:
-            profile = load_profile(path)
-        except (OSError, ProfileError) as err:
-            self.problem(("accelerator",), f"cannot read the profile of accelerator {accelerator!r}: {err}")
-            return None
-        if not profile.get("slurm"):
-            have = sorted(name for name, known in load_profiles().items() if known.get("slurm"))
-            self.problem(
-                ("accelerator",),
-                f"accelerator {accelerator!r} has no Slurm profile (no slurm: part in {path.name})",
-                " | ".join(have),
-                "the Slurm target covers the instances whose profile says how they run on Slurm",
-            )
-            return None
-        return profile
-
-    def check_translatable(self) -> None:
-        for where in KUBERNETES_ONLY:
-            if value_at(self.user, where) not in (None, [], {}, False):
-                self.notes.append(f"{json_path(where)} is Kubernetes-only; the Slurm job ignores it")
-        for where, hint in REFUSED.items():
-            value = value_at(self.user, where)
-            if value not in (None, "", [], {}, False) and not (isinstance(value, dict) and not any(value.values())):
-                self.problem(where, "the Slurm target cannot do this", hint=hint)
-        for index, item in enumerate(value_at(self.values, ("workload", "envs")) or []):
-            if isinstance(item, dict) and "valueFrom" in item:
-                self.problem(
-                    ("workload", "envs", index, "valueFrom"),
-                    "valueFrom (a Kubernetes Secret or field) has no Slurm equivalent",
-                    hint="give the value, or name it in slurm.secret_env to take it from the submitting environment",
-                )
-        if not self.values.get("nemo_config"):
-            self.problem(
-                ("files",),
-                "the Slurm job needs a NeMo config",
-                "files: {nemo_config: configs/<model>.yaml}",
-                "the same file the Kubernetes chart mounts",
-            )
+class _Renderer(SlurmLaunch):
+    """One plan's sbatch script: the directives, then the pieces of SlurmLaunch, checked for secrets in clear."""
 
     # -- pieces of the script
     def directive(self, option: str, value: Any, where: tuple[Any, ...] | None) -> str:
@@ -297,75 +153,6 @@ class _Renderer:
                 self.problem(("slurm", "extra_directives", index), "a directive is one line")
                 continue
             out.append(f"#SBATCH {extra}")
-        return out
-
-    def environment(self, profile: dict[str, Any], s: dict[str, Any], secrets: Secrets) -> list[tuple[str, str, str]]:
-        """(name, shell word, origin) in order; a later entry of the same name replaces an earlier one."""
-        entries: dict[str, tuple[str, str]] = {}
-
-        def put(name: str, word: str, origin: str) -> None:
-            entries.pop(name, None)
-            entries[name] = (word, origin)
-
-        drop = set((profile.get("slurm") or {}).get("dropEnv") or [])
-        for item in profile["network"].get("ncclEnv") or []:
-            if item["name"] not in drop:
-                put(item["name"], quote(item.get("value", "")), f"profile {profile['id']}")
-        for item in (profile.get("slurm") or {}).get("env") or []:
-            put(item["name"], quote(item.get("value", "")), f"profile {profile['id']} (slurm)")
-        for key, label in (
-            (("network", "ncclSettings"), "network.ncclSettings"),
-            (("workload", "envs"), "workload.envs"),
-        ):
-            for index, item in enumerate(value_at(self.values, key) or []):
-                if not isinstance(item, dict) or "valueFrom" in item:
-                    continue
-                name = item.get("name")
-                if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-                    self.problem(
-                        key + (index, "name"), f"{name!r} is not a shell variable name", "[A-Za-z_][A-Za-z0-9_]*"
-                    )
-                    continue
-                put(name, secrets.env_word(name, item.get("value", ""), key + (index, "value"), self.env), label)
-        for name, value in (s.get("env") or {}).items():
-            put(name, secrets.env_word(name, value, ("slurm", "env", name), self.env), "slurm.env")
-        for name in secrets.declared:
-            if name not in entries:
-                secrets.required.setdefault(name, None)
-                put(name, '"${' + name + '}"', "slurm.secret_env")
-        return [(name, word, origin) for name, (word, origin) in entries.items()]
-
-    IMAGE: tuple[str, ...] = ("workload", "image")  # where the values name the container image
-
-    def image(self, s: dict[str, Any]) -> str:
-        if s.get("container_image"):
-            return str(s["container_image"])
-        return enroot_image(text_of(value_at(self.values, self.IMAGE)))
-
-    def mounts(self, s: dict[str, Any], results_root: str) -> list[str]:
-        out = list(s.get("container_mounts") or [])
-        claims = s.get("claim_paths") or {}
-        for index, mount in enumerate(value_at(self.values, ("volumes", "pvcMounts")) or []):
-            claim = mount.get("claimName")
-            if claim not in claims:
-                self.problem(
-                    ("volumes", "pvcMounts", index, "claimName"),
-                    f"claim {claim!r} has no path on the Slurm nodes",
-                    f"slurm.claim_paths: {{{claim}: /path/on/the/nodes}}",
-                    "the Kubernetes claim's filesystem is mounted on the cluster; say where",
-                )
-                continue
-            target = mount.get("mountPath")
-            if not isinstance(target, str) or "," in target or ":" in target:
-                self.problem(
-                    ("volumes", "pvcMounts", index, "mountPath"), "a container mount path cannot hold ',' or ':'"
-                )
-                continue
-            entry = f"{claims[claim]}:{target}" + (":ro" if mount.get("readOnly") else "")
-            if entry not in out:
-                out.append(entry)
-        if not any(_covers(entry.split(":")[1] if ":" in entry else entry, results_root) for entry in out):
-            out.append(f"{results_root}:{results_root}")
         return out
 
     def render(self) -> SlurmJob:
@@ -465,6 +252,8 @@ class _Renderer:
         ]
         for name, word, origin in env:
             lines.append(f"export {name}={word}  # {origin}")
+        if any(name == "TORCH_FR_DUMP_TEMP_FILE" for name, _, _ in env):
+            lines.append('mkdir -p "$(dirname "$TORCH_FR_DUMP_TEMP_FILE")"  # the flight recorder writes no folder')
         lines += [
             "",
             "# What the chart sets in the pod, from Slurm's view of the job.",
@@ -514,112 +303,6 @@ class _Renderer:
             dependency=s.get("dependency"),
         )
 
-    def arguments(self, secrets: Secrets, env: list[tuple[str, str, str]]) -> list[str]:
-        words = []
-        for index, item in enumerate(value_at(self.values, ("workload", "nemoConfigOverrides")) or []):
-            words.append(
-                (
-                    secrets.word(item, ("workload", "nemoConfigOverrides", index)),
-                    text_of(item),
-                    ("workload", "nemoConfigOverrides", index),
-                )
-            )
-        for index, item in enumerate(value_at(self.values, ("workload", "arguments")) or []):
-            where = ("workload", "arguments", index)
-            if isinstance(item, dict):
-                value = item.get("value")
-                if isinstance(value, list):
-                    value = "[" + ",".join(text_of(v) for v in value) + "]"
-                text = (
-                    f"{item.get('name')}={text_of(value) if 'value' in item and value is not None else 'null'}"
-                    if "value" in item
-                    else text_of(item.get("name"))
-                )
-                # secrets may sit in the value: word() searches the text at the value's path
-                word = secrets.word(text, where + ("value",)) if "value" in item else quote(text)
-            else:
-                text, word = text_of(item), secrets.word(item, where)
-            words.append((word, text, where))
-        from helm_nemo.values.substitute import RUNTIME_VARIABLES
-
-        defined = set(RUNTIME_EXPANDED) | {name for name, _, _ in env}
-        self.expanded: list[str] = []
-        for _, text, where in words:
-            for name in _REFERENCE.findall(text):
-                if name in defined:
-                    if name not in self.expanded:
-                        self.expanded.append(name)
-                elif name in RUNTIME_VARIABLES:  # meant for the pod (kept by substitution), nothing sets it on Slurm
-                    self.problem(
-                        where,
-                        f"${{{name}}} has no value in a Slurm job",
-                        "one of " + ", ".join(sorted(RUNTIME_EXPANDED)),
-                        f"write $${{{name}}} for a literal, or set {name} in slurm.env",
-                    )
-        return [word for word, _, _ in words]
-
-    def launcher(self, checkpoints: Any) -> str:
-        lines = [
-            "set -euo pipefail",
-            'export NODE_RANK="$SLURM_NODEID" JOB_COMPLETION_INDEX="$SLURM_NODEID"',
-            'args=("$@")',
-        ]
-        if self.expanded:
-            names = " ".join(self.expanded)
-            lines += [
-                "# ${NAME} of the job variables in the overrides, replaced in pure bash (nothing is evaluated)",
-                'for i in "${!args[@]}"; do',
-                f'  for n in {names}; do args[i]=${{args[i]//"\\${{$n}}"/"${{!n}}"}}; done',
-                "done",
-            ]
-        if checkpoints:
-            lines.append(
-                'args=("++exp_manager.checkpoint_callback_params.dirpath='
-                '$CHECKPOINTS_ROOT_DIR/$EXPERIMENT_NAME/$JOB_IDENTIFIER" "${args[@]}")'
-            )
-        lines += [
-            "cmd=(torchrun",
-            '  --nproc-per-node="$GPUS_PER_NODE" --nnodes="$NNODES" --node_rank="$NODE_RANK"',
-            '  --rdzv_id="$SLURM_JOB_ID" --master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT"',
-            f'  "$TORCH_DISTRIBUTED_TARGET" --config-path="$RESULTS_DIR" --config-name={NEMO_CONFIG_NAME}',
-            '  ++trainer.num_nodes="$NNODES" ++exp_manager.name="$EXPERIMENT_NAME"',
-            '  ++exp_manager.version="$JOB_IDENTIFIER" ++exp_manager.explicit_log_dir="$RESULTS_DIR/results"',
-            "  ++exp_manager.create_tensorboard_logger=true ++exp_manager.create_dllogger_logger=true",
-            '  ++exp_manager.dllogger_logger_kwargs.json_file="$RESULTS_DIR/results/dllogger/rank-$NODE_RANK/dllogger.json"',
-            '  "${args[@]}")',
-            'if [ "$NODE_RANK" = 0 ]; then printf "%q " "${cmd[@]}" > "$RESULTS_DIR/cmd-args.log"; echo >> "$RESULTS_DIR/cmd-args.log"; fi',
-            'exec "${cmd[@]}"',
-        ]
-        return "\n".join(lines) + "\n"
-
-    def srun(self, s: dict[str, Any], root: str) -> list[str]:
-        raw = s.get("srun_args")
-        if isinstance(raw, str):
-            try:
-                srun_args = shlex.split(raw)
-            except ValueError as err:
-                self.problem(("slurm", "srun_args"), f"cannot split srun_args: {err}", "a list, or one line of words")
-                srun_args = []
-        else:
-            srun_args = list(raw or [])
-        words = ["srun", "--ntasks-per-node=1"]
-        if s.get("container", True):
-            words += [f"--container-image={self.image(s)}", "--container-mounts=" + ",".join(self.mounts(s, root))]
-        else:
-            srun_args = [a for a in srun_args if not a.startswith("--container") and not a.startswith("--no-container")]
-        words += srun_args
-        out = [
-            "# container: "
-            + (
-                "Pyxis/Enroot"
-                if s.get("container", True)
-                else "none (slurm.container: false: the nodes run the command as they are)"
-            )
-        ]
-        body = " \\\n  ".join(quote(w) for w in words)
-        out.append(body + ' \\\n  bash -c "$LAUNCH" nemo-launch "${ARGS[@]}"')
-        return out
-
     def resolved_values(self, s: dict[str, Any], profile: dict[str, Any], secrets: Secrets) -> str:
         """What the job ran with: the chart's defaults merged with the values, the slurm section with its
         defaults; env-derived secrets masked, declared secret env values masked."""
@@ -630,14 +313,14 @@ class _Renderer:
         section = secrets.mask({key: s[key] for key in order if key in s}, ("slurm",))
         if section.get("env"):
             section["env"] = {
-                k: ("***" if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
+                k: (MASK if k in secrets.declared and not self.show_secrets else v) for k, v in section["env"].items()
             }
         for key in ("envs",):
             items = (values.get("workload") or {}).get(key) or []
             masked = []
             for item in items:
                 if isinstance(item, dict) and item.get("name") in secrets.declared and not self.show_secrets:
-                    item = {**item, "value": "***"}
+                    item = {**item, "value": MASK}
                 masked.append(item)
             if items:
                 values["workload"] = {**values["workload"], key: masked}
@@ -664,48 +347,6 @@ class _Renderer:
                         hint="pass it through env (workload.envs or slurm.env), or use --show-secrets",
                     )
         raise_if_problems(self.problems, title=f"{self.plan.source}: release {self.plan.release}: secrets:")
-
-
-# The variables a Slurm job defines that ${NAME} in an override may use (expanded per node at run time).
-RUNTIME_EXPANDED = (
-    "NNODES",
-    "GPUS_PER_NODE",
-    "WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "JOB_IDENTIFIER",
-    "JOB_ORCHESTRATOR",
-    "EXPERIMENT_NAME",
-    "EXPERIMENT_ROOT_DIR",
-    "EXPERIMENT_DIR",
-    "RESULTS_DIR",
-    "TORCH_DISTRIBUTED_TARGET",
-    "CHECKPOINTS_ROOT_DIR",
-    "NODE_RANK",
-    "JOB_COMPLETION_INDEX",
-    "OMP_NUM_THREADS",
-    "SLURM_JOB_ID",
-    "SLURM_JOB_NAME",
-    "SLURM_NODEID",
-    "SLURM_JOB_NUM_NODES",
-    "HOME",
-    "PATH",
-    "PWD",
-    "HOSTNAME",
-)
-
-
-def enroot_image(image: str) -> str:
-    """A registry image as Enroot/Pyxis names it: REGISTRY#IMAGE when the first part is a registry host."""
-    first, _, rest = image.partition("/")
-    if rest and ("." in first or ":" in first or first == "localhost"):
-        return f"{first}#{rest}"
-    return image
-
-
-def _covers(mount_target: str, path: str) -> bool:
-    mount_target = mount_target.rstrip("/") or "/"
-    return path == mount_target or path.startswith(mount_target.rstrip("/") + "/")
 
 
 def _dirname(pattern: str) -> str:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from typing import TextIO
 
     from helm_nemo.user_errors import Problem
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.targets import slurm
 

@@ -20,10 +20,11 @@ from collections.abc import Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from helm_nemo.values.plan import ReleasePlan
+    from helm_nemo.values.release_plan import ReleasePlan
 
 from helm_nemo.targets.shell import Secrets, comment, heredoc, quote, text_of
-from helm_nemo.targets.slurm import SlurmJob, _Renderer, enroot_image
+from helm_nemo.targets.slurm import SlurmJob, _Renderer
+from helm_nemo.targets.slurm_launch import enroot_image
 from helm_nemo.user_errors import UserError, raise_if_problems
 from helm_nemo.values import value_at
 

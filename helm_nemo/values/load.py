@@ -1,7 +1,7 @@
 """Load a values file keeping where every key and value came from (line and column).
 
-PyYAML's composer (libyaml, in C, when present) gives a node tree with positions; we build plain
-Python from it (so the rest of the code and json.dumps see ordinary dicts, lists, str, int, float,
+PyYAML's composer (libyaml, in C, when present) gives a node tree with positions; values/helm_yaml.py builds
+plain Python from it (so the rest of the code and json.dumps see ordinary dicts, lists, str, int, float,
 bool, None, in file order) and keep a position table keyed by JSON-path tuples. Plain scalars resolve
 as helm reads values (`helm_scalar`: go-yaml v2 under sigs.k8s.io/yaml, YAML-1.1-like: `yes`/`on`
 are true, `1.10` is the float 1.1, `08` and `1e3` are numbers, `12:30` and dates stay strings), not
@@ -15,24 +15,23 @@ Limits, checked before anything is built (so memory and time stay bounded, and a
 nesting is one clear error, never a crash): MAX_VALUES_BYTES per file; MAX_DEPTH levels of nesting, first by our
 own scan of the text (values/nesting.py: before any parser, whose own limits vary by version), then on the event
 stream with aliases counted as deep as what they repeat; MAX_NODES values after expanding aliases. `-` reads stdin. Several
-files (`-f a -f b`) merge as helm merges them (`merge_loaded`), each value keeping the file it came from.
+files (`-f a -f b`) merge as helm merges them (values/loaded.py `merge_loaded`), each value keeping the file it
+came from.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from typing import Any
 
-    from yaml.error import Mark
-    from yaml.nodes import Node, ScalarNode
+    from yaml.nodes import Node
 
-from helm_nemo.user_errors import Problem, UserError, json_path
+from helm_nemo.user_errors import Problem, UserError
+from helm_nemo.values.helm_yaml import ALLOWED_TAGS, NodeBuilder
+from helm_nemo.values.loaded import STDIN_NAME, LoadedValues
 
 MAX_VALUES_BYTES = 4 * 1024 * 1024  # one values or recipe file (launcher scripts come in through `files:`)
 MAX_NODES = 100_000  # values after expanding aliases: a "billion laughs" file must not hang the CLI
@@ -40,74 +39,10 @@ MAX_DEPTH = 100  # nesting levels (aliases count as deep as what they expand to)
 STDIN = "-"
 
 
-@dataclass
-class LoadedValues:
-    """Plain data plus where each part of it is written in the file."""
-
-    path: Path
-    data: dict[str, Any]
-    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)  # value (or list item) positions
-    key_positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
-    plain_scalars: set[tuple[Any, ...]] = field(default_factory=set)  # unquoted string scalars (re-typable)
-    sources: dict[tuple[Any, ...], Path] = field(default_factory=dict)  # merged files: the file each path came from
-    paths: list[Path] = field(default_factory=list)  # every file merged into this one (just `path` otherwise)
-
-    @property
-    def filename(self) -> str:
-        return str(self.path)
-
-    @property
-    def label(self) -> str:
-        """The file name(s) for a title: `a.yaml`, or `a.yaml + b.yaml` for merged files."""
-        return " + ".join(str(p) for p in self.paths) if len(self.paths) > 1 else str(self.path)
-
-    def file_of(self, where: tuple[Any, ...]) -> Path:
-        """The file a path (or its nearest existing parent) was written in."""
-        where = tuple(where)
-        while self.sources:
-            if where in self.sources:
-                return self.sources[where]
-            if not where:
-                break
-            where = where[:-1]
-        return self.path
-
-    def base_dir(self, where: tuple[Any, ...] = ()) -> Path:
-        """The folder relative paths written at `where` start from: that file's folder (stdin: the current one)."""
-        source = self.file_of(where)
-        return Path.cwd() if str(source) == STDIN_NAME else source.parent
-
-    def position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
-        """(line, column), 1-based, of a key (preferred) or value; the nearest existing parent when absent."""
-        where = tuple(where)
-        while True:
-            if where in self.key_positions:
-                return self.key_positions[where]
-            if where in self.positions:
-                return self.positions[where]
-            if not where:
-                return (1, 1)
-            where = where[:-1]
-
-    def value_position(self, where: tuple[Any, ...]) -> tuple[int | None, int | None]:
-        """(line, column) of the value itself rather than its key (same fallback as position())."""
-        where = tuple(where)
-        if where in self.positions:
-            return self.positions[where]
-        return self.position(where)
-
-    def is_plain(self, where: tuple[Any, ...]) -> bool:
-        """True when the string at `where` was written unquoted (plain style)."""
-        return tuple(where) in self.plain_scalars
-
-
 def _loader() -> Any:
     import yaml
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~20x faster
-
-
-STDIN_NAME = "<stdin>"
 
 
 def text_position(text: str, index: int) -> tuple[int, int]:
@@ -276,7 +211,7 @@ def load_values_text(text: str, filename: str | Path) -> LoadedValues:
                 f"the top level must be a mapping (key: value), found {kind}",
             )
         )
-    builder = _Builder(loaded, tags)
+    builder = NodeBuilder(loaded, tags)
     data = builder.convert(root, ())
     if builder.problems:
         raise UserError(builder.problems, title=f"{path}: {len(builder.problems)} problem(s) reading the values:")
@@ -374,247 +309,3 @@ def _is_null(node: Node | None) -> bool:
     import yaml
 
     return node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null")
-
-
-# go-yaml v2 resolve table (gopkg.in/yaml.v2 resolve.go), which helm 3 and 4 use through sigs.k8s.io/yaml,
-# except single-letter y/Y/n/N: helm reads them as booleans, we keep the string (`name: y`, key `n:`), which
-# is what a user means; where a boolean is wanted the schema then says so at the line.
-_HELM_WORDS: dict[str, Any] = {
-    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
-    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
-    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
-    **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
-    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
-    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
-}
-_GO_INT = re.compile(
-    r"(?P<sign>[-+]?)(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)"
-    r"|0(?P<octal>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
-)
-_GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")  # go-yaml's yamlStyleFloat
-_GO_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")
-_INT_BASES = (("hex", 16), ("oct", 8), ("bin", 2), ("octal", 8), ("dec", 10))
-
-
-def _implicit_tag(text: str) -> str:
-    """The tag PyYAML's resolver gives a plain scalar written without a tag."""
-    import yaml
-
-    tag: str = yaml.resolver.Resolver().resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    return tag
-
-
-def helm_scalar(text: str) -> Any:
-    """Type a plain (unquoted) scalar the way helm does (go-yaml v2), so the plugin checks what helm would get."""
-    if text in _HELM_WORDS:
-        return _HELM_WORDS[text]
-    first = text[:1]
-    if first == ".":
-        return float(text) if _GO_DOT_FLOAT.fullmatch(text) else text
-    if not first or first not in "+-0123456789":
-        return text
-    plain = text.replace("_", "")
-    match = _GO_INT.fullmatch(plain)  # strconv.ParseInt(plain, 0, 64), then ParseUint
-    if match:
-        base, digits = next((b, match.group(g)) for g, b in _INT_BASES if match.group(g) is not None)
-        value = int(digits, base) * (-1 if match.group("sign") == "-" else 1)
-        if -(2**63) <= value < 2**64:
-            return value
-    if _GO_FLOAT.fullmatch(plain):
-        return float(plain)
-    return text
-
-
-# Explicit tags a values file may carry: the core YAML types, which mean to helm what they mean here. Every other
-# tag is an error: `!!python/…` (code in other loaders), `!!binary` (helm decodes it, we would not), `!!timestamp`,
-# `!!set`, `!!omap`, local `!foo` tags and the non-specific `!`.
-ALLOWED_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "map", "seq"))
-_IMPLICIT_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
-_STRING_TAGS = {"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:str"}  # resolved timestamps stay strings
-
-
-class _Builder:
-    """Node tree -> plain Python, filling the position tables and collecting every problem."""
-
-    def __init__(self, loaded: LoadedValues, tags: dict[tuple[int, int], str] | None = None):
-        import yaml
-
-        self.loaded = loaded
-        self.tags = dict(tags or {})  # explicit tags that are refused, by node position (reported once each)
-        self.constructor = yaml.constructor.SafeConstructor()
-        self.problems: list[Problem] = []
-
-    def problem(self, mark: Mark, where: tuple[Any, ...], message: str, hint: str | None = None) -> None:
-        self.problems.append(
-            Problem(str(self.loaded.path), mark.line + 1, mark.column + 1, json_path(where), message, hint=hint)
-        )
-
-    def key(self, key_node: Node) -> str:
-        """A key as helm's YAML-to-JSON step spells it: `true`, `null`, `8`, never `True`/`None`."""
-        import yaml
-
-        if not isinstance(key_node, yaml.ScalarNode):
-            return str(key_node.value)  # complex keys: helm rejects them anyway; keep something readable
-        value = self.scalar(key_node, ())
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if value is None:
-            return "null"
-        if isinstance(value, float):
-            text = repr(value)
-            return text[:-2] if text.endswith(".0") else text  # Go's FormatFloat(f, 'g', -1): 1.0 -> "1"
-        return str(value)
-
-    def refused_tag(self, node: Node, where: tuple[Any, ...]) -> bool:
-        """An explicit tag other than the core ones: one problem at the node (once, however often an alias repeats it)."""
-        tag = self.tags.pop((node.start_mark.line, node.start_mark.column), None)
-        if tag is None:
-            return False
-        shown = "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
-        self.problem(
-            node.start_mark,
-            where,
-            f"the YAML tag {shown} is not allowed in values",
-            hint="remove the tag (values are plain strings, numbers, booleans, lists and mappings); "
-            "quote the value if you mean the text",
-        )
-        return True
-
-    def scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
-        value = self._scalar(node, where)
-        if isinstance(value, str) and "\0" in value:
-            self.problem(
-                node.start_mark,
-                where,
-                "a NUL character (\\0) in a string: helm, JSON and Kubernetes do not carry it",
-                hint="remove the \\0 (or \\x00, \\u0000) escape",
-            )
-        return value
-
-    def _scalar(self, node: ScalarNode, where: tuple[Any, ...]) -> Any:
-        if self.tags and self.refused_tag(node, where):  # `! x` resolves to a core tag: only the position tells
-            return node.value
-        if not node.style and node.tag == "tag:yaml.org,2002:str" and _implicit_tag(node.value) != node.tag:
-            return node.value  # an explicit `!!str 16`: a plain scalar that would otherwise not be a string
-        if not node.style and node.tag in _IMPLICIT_TAGS:
-            value = helm_scalar(node.value)
-        elif node.tag in _STRING_TAGS:
-            return node.value
-        else:
-            value = self.construct(node, where)
-        if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
-            self.problem(
-                node.start_mark,
-                where,
-                f"{node.value!r} is not a number JSON can hold (helm gets JSON)",
-                hint="quote it if you mean the string",
-            )
-            return node.value
-        return value
-
-    def construct(self, node: Node, where: tuple[Any, ...]) -> Any:
-        """Explicitly tagged scalars (`!!int "8"`, `!foo x`): PyYAML's constructor; unknown tags are errors."""
-        try:
-            return self.constructor.construct_object(node)
-        except Exception as err:  # unknown tag (`!foo`), `!!int abc` …
-            self.problem(
-                node.start_mark,
-                where,
-                f"cannot read this value: {getattr(err, 'problem', None) or err}",
-                hint="remove the tag or quote the value",
-            )
-            return node.value
-
-    def convert(self, node: Any, where: tuple[Any, ...]) -> Any:  # a Node; a scalar one when no collection
-        import yaml
-
-        loaded = self.loaded  # sizes and depth are bounded already (_check_limits)
-        if not isinstance(node, yaml.ScalarNode) and self.refused_tag(node, where):
-            return {} if isinstance(node, yaml.MappingNode) else []
-        if isinstance(node, yaml.MappingNode):
-            out: dict[str, Any] = {}
-            first: dict[str, tuple[int, int]] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: keys written here win
-                    merged = self.convert(value_node, where)
-                    items = merged if isinstance(merged, list) else [merged]
-                    if not all(isinstance(item, dict) for item in items) or not items:
-                        self.problem(
-                            value_node.start_mark,
-                            where + ("<<",),
-                            "the merge key << takes a mapping (an alias such as *defaults) or a list of mappings",
-                            hint="helm refuses anything else; remove the << line or point it at a mapping",
-                        )
-                        continue
-                    for item in items:
-                        for k, v in item.items():
-                            out.setdefault(k, v)
-                    continue
-                key = self.key(key_node)
-                line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
-                child = where + (key,)
-                if key in first:
-                    first_line, first_col = first[key]
-                    self.problem(
-                        key_node.start_mark,
-                        child,
-                        f"duplicate key {key!r} (first defined on line {first_line}, column {first_col})",
-                        hint="YAML keeps only one of them; remove or rename the other",
-                    )
-                    continue
-                first[key] = (line, col)
-                loaded.key_positions[child] = (line, col)
-                loaded.positions[child] = (value_node.start_mark.line + 1, value_node.start_mark.column + 1)
-                out[key] = self.convert(value_node, child)
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            items = []
-            for index, item in enumerate(node.value):
-                child = where + (index,)
-                loaded.positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
-                items.append(self.convert(item, child))
-            return items
-        value = self.scalar(node, where)
-        if isinstance(value, str) and not node.style:  # libyaml reports plain style as ""
-            loaded.plain_scalars.add(where)
-        return value
-
-
-def merge_maps(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """Two `-f` files as helm merges them (mergeMaps in helm's pkg/cli/values): keys of the later file win;
-    where both hold a mapping the two merge, key by key; anything else (lists, scalars, null) replaces."""
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_maps(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def merge_loaded(parts: list[LoadedValues]) -> LoadedValues:
-    """Several values files as one, merged like helm's `-f a -f b`; every path keeps the position and the
-    file of the one that wrote it (the last file holding that path: a later file wins every path it has)."""
-    if len(parts) == 1:
-        return parts[0]
-    data: dict[str, Any] = {}
-    for part in parts:
-        data = merge_maps(data, part.data)
-    merged = LoadedValues(path=parts[0].path, data=data, paths=[p for part in parts for p in part.paths])
-
-    def visit(node: Any, where: tuple[Any, ...]) -> None:
-        owner = next(
-            part for part in reversed(parts) if where in part.positions or where in part.key_positions or not where
-        )
-        merged.sources[where] = owner.path
-        for table in ("positions", "key_positions"):
-            if where in getattr(owner, table):
-                getattr(merged, table)[where] = getattr(owner, table)[where]
-        if where in owner.plain_scalars:
-            merged.plain_scalars.add(where)
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        for key, child in items:
-            visit(child, where + (key,))
-
-    visit(data, ())
-    return merged

@@ -1,19 +1,17 @@
 """A values or recipe file -> the releases to run, each with its chart and final values.
 
-One-way flow, each step a plain function: load (with positions; several `-f` files merged as helm
-merges them) -> substitute ${VARS} -> read referenced files (inside the root, values/paths.py) ->
-validate against the chart's schema -> hand to helm as JSON. A plain values file is a one-release
-recipe; a recipe file lists several releases, installed in order. `release_names` is what uninstall
-needs: the names only, nothing else substituted or read.
+One-way flow, each step a plain function in its own room: load (values/load.py, with positions; several `-f`
+files merged as helm merges them) -> substitute ${VARS} (values/substitute.py) -> read `files:`
+(values/file_refs.py, inside the root) -> find the chart (values/chart_source.py: a kind, a folder or oci://)
+-> validate against the chart's schema, over its defaults (values/chart_values.py, values/validation.py) ->
+hand to helm as JSON. A plain values file is a one-release recipe; a recipe file lists several releases,
+installed in order. What uninstall needs, the names only, is values/recipe.py's `release_names`.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 TYPE_CHECKING = False
@@ -23,379 +21,30 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
 
     from helm_nemo.user_errors import Problem
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
     from helm_nemo.values.recipe import RealPath
 
 from helm_nemo import resources
+from helm_nemo.values.chart_source import ChartPullFailed, chart_for, from_repository, pull_chart
+from helm_nemo.values.chart_values import chart_defaults, chart_schema, legacy_keys, merge_values
+from helm_nemo.values.file_refs import FileBudget, read_file_refs
+from helm_nemo.values.release_plan import ReleasePlan
 from helm_nemo.values.recipe import (
-    ReleaseName,
     json_path,
     load_all,
     problem,
     real_path,
     recipe_shape,
     release_name,
-    release_names,
     release_problems,
     release_values,
 )
 
-__all__ = [
-    "ReleasePlan",
-    "ReleaseName",
-    "build_plans",
-    "release_names",
-    "load_all",
-    "helm_values_json",
-    "chart_schema",
-    "chart_defaults",
-    "merge_values",
-]
+__all__ = ["build_plans", "helm_values_json"]
 
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
 TARGET_SECTIONS = ("slurm",)
-CHART_KIND = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-@dataclass
-class ReleasePlan:
-    """One helm release: which chart, which name, which values (ready for helm)."""
-
-    release: str
-    chart_kind: str
-    accelerator: str | None
-    chart: str  # local chart folder or oci:// reference
-    chart_version: str | None
-    values: dict[str, Any]
-    source: Path
-    json_prefix: tuple[Any, ...]  # where this release's values sit in the source file
-    warnings: list[str] = field(default_factory=list)
-    # Sections for other targets (`slurm:`), taken out of the chart values: helm never sees them.
-    target_sections: dict[str, Any] = field(default_factory=dict)
-    substitution: Any = None  # the file's SubstitutionResult (which values came from which variables)
-    loaded: Any = None  # the file's LoadedValues (positions for errors of the other targets)
-    sources: list[Path] = field(default_factory=list)  # every -f file (several merge into one), in order
-    pulled: Path | None = None  # an oci:// chart's own folder, pulled with helm to check the values against it
-    # A recipe's stages (helm_nemo/dataprep/recipe.py): the earlier releases whose Jobs must complete first
-    # (`after:`, and `dataFrom:`), and the data-prep release whose outputs this training reads (`dataFrom:`).
-    after: list[str] = field(default_factory=list)
-    data_from: str | None = None
-
-    def values_flags(self) -> str:
-        """`--values A [--values B]`: how to name this plan's files again in a hint."""
-        return " ".join(f"--values {path}" for path in (self.sources or [self.source]))
-
-    @property
-    def local_chart(self) -> Path | None:
-        """The chart folder whose schema and defaults apply: the local chart, or for oci://…/NAME with a
-        version the generated chart of that name and version when generator/versions.lock says it is
-        that released content (so validation and install-time stamping match a local install)."""
-        if not self.chart.startswith("oci://"):
-            return Path(self.chart)
-        if self.pulled is not None:
-            return self.pulled
-        return released_local_chart(self.chart.rstrip("/").rsplit("/", 1)[-1], self.chart_version)
-
-
-def released_local_chart(name: str, version: str | None) -> Path | None:
-    from helm_nemo.generate.versions import load_lock, read_chart
-
-    locked = load_lock().get(name, {}).get(version or "")
-    if not locked:
-        return None
-    for chart_yaml in sorted(resources.charts_dir().glob("**/Chart.yaml")):
-        chart = read_chart(chart_yaml.parent)
-        if chart.name == name and chart.version == version and chart.digest == locked:
-            return chart_yaml.parent
-    return None
-
-
-# helm pull flags that say how to reach a registry (taken from the command line, given to the pull only).
-REGISTRY_FLAGS = {
-    "--plain-http": False,
-    "--insecure-skip-tls-verify": False,
-    "--ca-file": True,
-    "--cert-file": True,
-    "--key-file": True,
-    "--registry-config": True,
-    "--repository-config": True,
-}
-_PULLED: dict[tuple[Any, ...], Any] = {}  # (reference, version, flags) -> TemporaryDirectory holding the pulled chart
-
-
-def registry_flags(extra: Sequence[str]) -> list[str]:
-    """The REGISTRY_FLAGS among helm's flags of the command line (`--ca-file X` and `--ca-file=X`)."""
-    out: list[str] = []
-    args = list(extra)
-    for index, arg in enumerate(args):
-        name = arg.partition("=")[0]
-        if name in REGISTRY_FLAGS:
-            out.append(arg)
-            if REGISTRY_FLAGS[name] and "=" not in arg and index + 1 < len(args):
-                out.append(args[index + 1])
-    return out
-
-
-class ChartPullFailed(Exception):
-    """helm could not pull an oci:// chart: the values were not checked against it."""
-
-
-def pull_chart(reference: str, version: str | None, flags: Sequence[str] = ()) -> Path:
-    """The folder of an oci:// chart, pulled (once per run) with the real helm into a temporary folder that is
-    removed at exit. Only the chart is fetched: no value goes to helm, no cluster is asked."""
-    import subprocess
-    import tempfile
-
-    key = (reference, version, tuple(flags))
-    if key not in _PULLED:
-        from helm_nemo.actions.helm import locate_helm
-
-        folder = tempfile.TemporaryDirectory(prefix="helm-nemo-pull-")
-        args = [locate_helm(), "pull", reference, "--untar", "--untardir", folder.name, *flags]
-        if version:
-            args += ["--version", version]
-        proc = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-        charts = [p.parent for p in Path(folder.name).glob("*/Chart.yaml")]
-        if proc.returncode != 0 or len(charts) != 1:
-            words = (proc.stderr or proc.stdout).strip().splitlines()
-            folder.cleanup()
-            raise ChartPullFailed(words[-1] if words else f"helm pull exited {proc.returncode} without a chart")
-        _PULLED[key] = (folder, charts[0])
-    pulled: Path = _PULLED[key][1]
-    return pulled
-
-
-class FileBudget:
-    """Bytes read through `files:` in one run (all releases): at most paths.MAX_TOTAL_BYTES."""
-
-    def __init__(self) -> None:
-        self.used = 0
-
-
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    keys = dotted.split(".")
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = value
-
-
-def read_file_refs(
-    loaded: LoadedValues,
-    values: dict[str, Any],
-    prefix: tuple[Any, ...],
-    root: Path | None = None,
-    budget: FileBudget | None = None,
-) -> list[Any]:
-    """`files: {key: path}` -> the file's text under that values key (like --set-file, with a line number).
-
-    A path is relative to the file that names it and must stay inside `root` (default: that file's
-    folder); regular files only, within the size limits of values/paths.py."""
-    from helm_nemo.values.paths import MAX_FILE_BYTES, MAX_TOTAL_BYTES, PathRefused, inside, read_regular
-    from helm_nemo.values.load import not_utf8, text_position
-
-    budget = budget or FileBudget()
-    problems = []
-    refs = values.get("files") or {}
-    for key, rel in refs.items():
-        where = prefix + ("files", key)
-        base = loaded.base_dir(where)
-        try:
-            target = inside(base, rel, root or base, what="file")
-        except PathRefused as refused:
-            problems.append(problem(loaded, where, str(refused), hint=refused.hint))
-            continue
-        limit = min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - budget.used)
-        raw = b""
-        try:
-            raw = read_regular(target, limit)
-            text = raw.decode("utf-8")  # as --set-file reads it (a BOM stays)
-        except FileNotFoundError:
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"file {rel!r} not found (looked in {target.parent})",
-                    hint="paths are relative to the values file",
-                )
-            )
-            continue
-        except PathRefused as refused:
-            if refused.too_large and limit < MAX_FILE_BYTES:
-                refused = PathRefused(
-                    f"would take the files of this run over {MAX_TOTAL_BYTES // 2**20} MiB together",
-                    hint="keep large data in a bucket or a volume",
-                )
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: it {refused}", hint=refused.hint))
-            continue
-        except UnicodeDecodeError as err:
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"cannot read {rel!r}: not UTF-8 text at {not_utf8(raw, err)}",
-                    hint="files are read as UTF-8 text",
-                )
-            )
-            continue
-        except OSError as err:
-            problems.append(problem(loaded, where, f"cannot read {rel!r}: {err.strerror or err}"))
-            continue
-        if "\0" in text:
-            line, column = text_position(text, text.index("\0"))
-            problems.append(
-                problem(
-                    loaded,
-                    where,
-                    f"cannot read {rel!r}: a NUL character at line {line}, column {column} "
-                    "(helm, JSON and Kubernetes do not carry it)",
-                    hint="files are read as text",
-                )
-            )
-            continue
-        budget.used += len(raw)
-        _set_dotted(values, key, text)
-    return problems
-
-
-def chart_schema(chart: Path) -> dict[str, Any] | None:
-    schema_file = chart / "values.schema.json"
-    return json.loads(schema_file.read_text()) if schema_file.exists() else None
-
-
-def chart_defaults(chart: Path) -> dict[str, Any]:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((chart / "values.yaml").read_text(), Loader=loader) or {}
-
-
-def merge_values(defaults: Any, override: Any) -> Any:
-    """Helm's coalescing: maps merge deeply, everything else replaces, null deletes a default."""
-    if isinstance(defaults, dict) and isinstance(override, dict):
-        out = dict(defaults)
-        for key, value in override.items():
-            if value is None:
-                out.pop(key, None)
-            elif key in out:
-                out[key] = merge_values(out[key], value)
-            else:
-                out[key] = value
-        return out
-    return copy.deepcopy(override)
-
-
-def legacy_keys(schema: dict[str, Any], values: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Paths of keys the schema marks as legacy gpu-recipes keys (accepted, ignored, worth a warning)."""
-    found: list[tuple[Any, ...]] = []
-    if not isinstance(values, dict):
-        return found
-    node = _resolve(schema, schema)
-    props = node.get("properties", {}) if isinstance(node, dict) else {}
-    for key, value in values.items():
-        sub = _resolve(schema, props.get(key, {}))
-        if sub.get("x-helm-nemo-legacy"):
-            found.append(path + (key,))
-        elif isinstance(value, dict):
-            found += [
-                p
-                for p in legacy_keys(
-                    {**schema, **sub, "definitions": schema.get("definitions", {})}, value, path + (key,)
-                )
-            ]
-    return found
-
-
-def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref") if isinstance(node, dict) else None
-    if isinstance(ref, str) and ref.startswith("#/definitions/"):
-        return {**schema["definitions"][ref.split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
-def _chart_for(
-    loaded: LoadedValues,
-    data: dict[str, Any],
-    where: tuple[Any, ...],
-    chart_override: str | None,
-    real: RealPath | None = None,
-    root: Path | None = None,
-) -> tuple[str, str | None, str | None]:
-    """(chart ref, kind, accelerator) from --chart or the values' `chart`/`accelerator` keys.
-
-    `real` maps a values path to where it is written (a recipe's release-level `chart:`/`accelerator:`).
-    The values' `chart:` is a chart kind, or a chart folder relative to the values file inside `root`
-    (values/paths.py); --chart is the user's own command line and is taken as given.
-    """
-    from helm_nemo.user_errors import UserError
-    from helm_nemo.values.paths import PathRefused, inside
-
-    real = real or (lambda rel: where + rel)
-
-    kind = data.get("chart")
-    accelerator = data.get("accelerator")
-    if chart_override:
-        if chart_override.startswith("oci://") or os.sep in chart_override or Path(chart_override).is_dir():
-            return chart_override, kind, accelerator
-        kind = chart_override  # a chart kind name
-    if not kind:
-        raise UserError(
-            problem(
-                loaded,
-                where,
-                "which chart? the values name no `chart`",
-                expected="chart: jobset (or nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) "
-                "and accelerator: <id>",
-                hint="or pass --chart PATH|oci://…|KIND",
-            )
-        )
-    if not chart_override and ("/" in kind or kind.startswith((".", "~"))):
-        at = real(("chart",))
-        base = loaded.base_dir(at)
-        try:
-            folder = inside(base, kind, root or base, what="chart folder")
-        except PathRefused as refused:
-            raise UserError(problem(loaded, at, str(refused), hint=refused.hint)) from None
-        if not (folder / "Chart.yaml").is_file():
-            raise UserError(problem(loaded, at, f"chart folder {kind!r} has no Chart.yaml ({folder})"))
-        return str(folder), "", accelerator
-    if not CHART_KIND.fullmatch(kind):
-        raise UserError(
-            problem(
-                loaded,
-                real(("chart",)),
-                f"chart {kind!r} is neither a chart kind nor a folder path",
-                expected="a chart kind (jobset, nemo-training, nccl-test, supervisor, gcs-fuse, fsx-lustre) or "
-                "./a/chart/folder next to the values file",
-            )
-        )
-    # The charts folder says which kinds exist per accelerator (charts/<accelerator>/<kind>) and which once.
-    path = resources.shipped_chart_name(kind, accelerator)
-    if path is None:  # say why
-        charts = resources.charts_dir()
-        have = sorted(p.parent.parent.name for p in charts.glob(f"*/{kind}/Chart.yaml"))
-        if not have:
-            raise UserError(problem(loaded, real(("chart",)), f"no chart {kind!r}", hint=f"charts live in {charts}"))
-        if not accelerator:
-            raise UserError(
-                problem(
-                    loaded,
-                    where,
-                    f"chart {kind!r} exists per accelerator; the values name no `accelerator`",
-                    expected="accelerator: " + " | ".join(have),
-                    hint="add `accelerator:` to the values file",
-                )
-            )
-        raise UserError(
-            problem(
-                loaded,
-                real(("accelerator",)),
-                f"no {kind!r} chart for accelerator {accelerator!r}",
-                expected=" | ".join(have),
-            )
-        )
-    return path, kind, accelerator
 
 
 def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], real: RealPath) -> list[Any]:
@@ -438,38 +87,6 @@ def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[An
     return problems
 
 
-def _from_repository(
-    loaded: LoadedValues, where: tuple[Any, ...], chart: str, version: str | None, repo: str
-) -> tuple[str, str]:
-    """A chart picked by kind (+ accelerator) -> the same chart published in `repo` (oci://HOST/PATH), at the
-    shipped chart's version unless one is given. Only released versions are published, so an unreleased
-    shipped chart is an error rather than a silently different chart."""
-    from helm_nemo.generate.versions import load_lock, read_chart
-    from helm_nemo.user_errors import UserError
-
-    if not repo.startswith("oci://"):
-        raise UserError(
-            problem(
-                loaded,
-                where,
-                f"chart repository {repo!r} is not an oci:// reference",
-                expected="HELM_NEMO_CHART_REPO=oci://HOST/PATH (or --chart-repo)",
-            )
-        )
-    shipped = read_chart(Path(chart))
-    version = version or shipped.version
-    if version == shipped.version and load_lock().get(shipped.name, {}).get(version) != shipped.digest:
-        raise UserError(
-            problem(
-                loaded,
-                where,
-                f"chart {shipped.name} {version} is not released, so no repository holds it",
-                hint="unset HELM_NEMO_CHART_REPO / --chart-repo to use the shipped chart",
-            )
-        )
-    return f"{repo.rstrip('/')}/{shipped.name}", version
-
-
 def _plan_one(
     loaded: LoadedValues,
     data: dict[str, Any],
@@ -492,13 +109,13 @@ def _plan_one(
     )
     sections = {key: data.pop(key) for key in TARGET_SECTIONS if key in data}
     problems = read_file_refs(loaded, data, prefix, root, budget)
-    chart, kind, accelerator = _chart_for(loaded, data, prefix, chart_override, real, root)
+    chart, kind, accelerator = chart_for(loaded, data, prefix, chart_override, real, root)
     if (
         chart_repo
         and not chart.startswith("oci://")
         and Path(chart).resolve().is_relative_to(resources.charts_dir().resolve())
     ):
-        chart, version = _from_repository(loaded, prefix, chart, version, chart_repo)
+        chart, version = from_repository(loaded, prefix, chart, version, chart_repo)
     name, name_problems = release_name(loaded, data, prefix, release, real)
     problems += name_problems
     plan = ReleasePlan(

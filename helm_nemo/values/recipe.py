@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from collections.abc import Callable
 
     from helm_nemo.user_errors import Problem
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
 
     RealPath = Callable[[tuple[Any, ...]], tuple[Any, ...]]  # a values path -> where it is written
 
@@ -130,7 +130,8 @@ def release_name(
 def load_all(paths: str | Path | Sequence[str | Path]) -> LoadedValues:
     """One or several values files (`-` is stdin), merged like helm's `-f a -f b`; a recipe stands alone."""
     from helm_nemo.user_errors import UserError
-    from helm_nemo.values.load import load_values, merge_loaded
+    from helm_nemo.values.load import load_values
+    from helm_nemo.values.loaded import merge_loaded
 
     names = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if sum(1 for name in names if str(name) == "-") > 1:

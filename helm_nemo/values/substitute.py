@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from typing import Any
     from collections.abc import Iterable, Mapping
 
-    from helm_nemo.values.load import LoadedValues
+    from helm_nemo.values.loaded import LoadedValues
 
-from helm_nemo.secrets import note as note_secret
+from helm_nemo import secrets as secret_values
 from helm_nemo.user_errors import Problem, UserError, json_path
 
 
@@ -54,8 +54,7 @@ def _runtime_variables() -> frozenset[str]:
 RUNTIME_VARIABLES = _runtime_variables()
 # Lists whose items define pod env vars by `name` (workload.envs, network.ncclSettings, a container's env).
 ENV_LIST_KEYS = frozenset({"envs", "ncclSettings", "env"})
-SECRET_NAME = re.compile(r"TOKEN|PASSWORD|SECRET|KEY|CREDENTIAL", re.I)
-MASK = "***"
+MASK = secret_values.MASK
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _BODY = re.compile(rf"(?P<name>{_NAME})(?:(?P<op>:-|:\?)(?P<arg>.*))?", re.S)
@@ -69,13 +68,17 @@ class SubstitutionResult:
 
     data: dict[str, Any]
     used: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> variable names taken from env
-    secrets: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> secret-looking values put there
+    secrets: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> secrets put there (the policy)
     loaded: Any = None  # the LoadedValues substituted (positions of each path)
     environment: dict[tuple[Any, ...], list[str]] = field(default_factory=dict)  # path -> every value taken from env
 
     def environment_values(self) -> list[str]:
-        """Every value taken from the environment (what helm_nemo.secrets masks in printed text)."""
+        """Every value taken from the environment, secret or not."""
         return list(dict.fromkeys(v for values in self.environment.values() for v in values))
+
+    def secret_values(self) -> list[str]:
+        """The values helm_nemo.secret_policy calls secret (what helm_nemo.secrets masks in printed text)."""
+        return list(dict.fromkeys(v for values in self.secrets.values() for v in values))
 
     def names(self) -> set[str]:
         return {n for names in self.used.values() for n in names}
@@ -88,7 +91,7 @@ class SubstitutionResult:
         return (str(self.loaded.path), line, column)
 
     def redacted(self, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """The values with what came from TOKEN/PASSWORD/SECRET/KEY variables masked (for --dry-run output).
+        """The values with the secrets (helm_nemo.secret_policy) masked (for --dry-run output).
 
         Only the paths where such a variable was used are touched, so a short secret (`1`) does not mask
         every `1` in the file. `env` is accepted for older callers; the result knows its own secrets.
@@ -104,9 +107,7 @@ class SubstitutionResult:
                 return node
             if not isinstance(node, str):
                 return MASK  # a re-typed secret (a numeric PIN …)
-            for secret in sorted(secrets, key=len, reverse=True):
-                node = node.replace(secret, MASK)
-            return node
+            return secret_values.mask_within(node, secrets)
 
         masked: dict[str, Any] = mask(self.data, ())
         return masked
@@ -321,8 +322,8 @@ class _Substituter:
             self.problem(where, message, hint=f"export {name}=… before running, or write ${{{name}:-default}}")
             return token, False
         names.append(name)
-        note_secret(value)
-        if value and SECRET_NAME.search(name):
+        secret_values.note(value, name)
+        if value and secret_values.is_secret(name, value):
             secrets.append(value)
         return value, True
 

@@ -147,3 +147,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- fail (printf "data-prep output.path %s is on the read-only mount %s" $out $holder) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The env list as YAML: a number or boolean value becomes the text Helm's toYaml writes for it, as a string
+     (Kubernetes' EnvVar.value is a string); strings and null are kept (as the workload charts' nemo.envList). */}}
+{{- define "dataprep.envList" -}}
+{{- $out := list -}}
+{{- range . -}}
+{{- $e := . -}}
+{{- if and (kindIs "map" .) (hasKey . "value") -}}
+{{- if not (or (kindIs "string" .value) (kindIs "invalid" .value) (kindIs "map" .value) (kindIs "slice" .value)) -}}
+{{- $e = merge (dict "value" (toYaml .value)) (omit . "value") -}}
+{{- end -}}
+{{- end -}}
+{{- $out = append $out $e -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}

@@ -177,6 +177,7 @@ values:
     ompNumThreads: 12
     masterPort: 6002
     envs: []
+    flightRecorder: null
     backoffLimit: 0
     ttlSecondsAfterFinished: 43200
     activeDeadlineSeconds: null

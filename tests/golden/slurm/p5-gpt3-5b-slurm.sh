@@ -197,6 +197,7 @@ values:
     ompNumThreads: 12
     masterPort: 6002
     envs: []
+    flightRecorder: null
     backoffLimit: 0
     ttlSecondsAfterFinished: 43200
     activeDeadlineSeconds: 7200

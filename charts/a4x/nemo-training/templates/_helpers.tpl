@@ -120,6 +120,63 @@ helm-nemo.dev/accelerator: a4x
 {{- if $affinity }}{{ toYaml $affinity }}{{ end -}}
 {{- end -}}
 
+{{/* PyTorch's flight recorder (workload.flightRecorder: true, or {dir, traceBufferSize}): every rank keeps its
+     last collectives and, when the NCCL watchdog times one out, writes them to <folder>/nccl_trace_rank_<rank>,
+     so the rank that never joined can be named (helm nemo logs --errors --file). (list . RUN_FOLDER RUN_ID):
+     the folder is <dir>/<RUN_ID> when dir is given, else RUN_FOLDER (the run's log folder on its storage).
+     Empty when off (the default). */}}
+{{- define "nemo.flightRecorderEnv" -}}
+{{- $root := index . 0 -}}
+{{- $fr := $root.Values.workload.flightRecorder -}}
+{{- if $fr -}}
+{{- $c := ternary $fr (dict) (kindIs "map" $fr) -}}
+{{- $folder := index . 1 -}}
+{{- $id := index . 2 -}}
+{{- with $c.dir }}{{ $folder = printf "%s/%s" (trimSuffix "/" .) $id }}{{ end -}}
+{{- $prefix := printf "%s/nccl_trace_rank_" $folder -}}
+- name: TORCH_NCCL_TRACE_BUFFER_SIZE
+  value: {{ $c.traceBufferSize | default 2000 | int | quote }}
+- name: TORCH_NCCL_DUMP_ON_TIMEOUT
+  value: "1"
+- name: TORCH_FR_DUMP_TEMP_FILE
+  value: {{ $prefix | quote }}
+- name: TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+  value: {{ $prefix | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/* The folder of the run's logs on its storage: the first bucket or claim mount whose path names logs
+     (gpu-recipes mount the log bucket at /job-logs), else the first mount, else /tmp (lost with the pod). */}}
+{{- define "nemo.runStorage" -}}
+{{- $v := .Values.volumes | default dict -}}
+{{- $paths := list -}}
+{{- range $m := concat ($v.gcsMounts | default list) ($v.pvcMounts | default list) -}}
+{{- if and (kindIs "map" $m) $m.mountPath }}{{ $paths = append $paths (trimSuffix "/" (toString $m.mountPath)) }}{{ end -}}
+{{- end -}}
+{{- $folder := "/tmp" -}}
+{{- range reverse $paths }}{{ $folder = . }}{{ end -}}
+{{- range reverse $paths }}{{ if contains "log" . }}{{ $folder = . }}{{ end }}{{ end -}}
+{{- $folder -}}
+{{- end -}}
+
+{{/* An EnvVar list (workload.envs, network.ncclSettings) as YAML. A value may be any scalar, as Helm reads
+     values: a number or boolean becomes the text Helm's toYaml writes for it (10, 1.1, 1e+06, true), as a
+     string, because Kubernetes' EnvVar.value is a string (the API server refuses a number there); a string
+     is kept exactly (`"1.10"` stays 1.10), null stays null (no value). */}}
+{{- define "nemo.envList" -}}
+{{- $out := list -}}
+{{- range . -}}
+{{- $e := . -}}
+{{- if and (kindIs "map" .) (hasKey . "value") -}}
+{{- if not (or (kindIs "string" .value) (kindIs "invalid" .value) (kindIs "map" .value) (kindIs "slice" .value)) -}}
+{{- $e = merge (dict "value" (toYaml .value)) (omit . "value") -}}
+{{- end -}}
+{{- end -}}
+{{- $out = append $out $e -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
 {{/* A string as a YAML value that holds exactly that string and cannot end early: a literal block with
      an explicit indentation indicator (so no line of the text can dedent out of it) and keep/strip
      chomping (so trailing newlines are exact), or a JSON string when the text holds characters a block

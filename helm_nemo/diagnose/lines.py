@@ -1,0 +1,151 @@
+"""One log line: its kubelet timestamp, its launcher prefix, its level, its rank, and the signature it matches.
+
+The signatures are data (signatures.yaml next to this file); `match(text)` returns the first that matches.
+A line logged at warning level (`[W…]`, `WARNING`, `UserWarning`, `NCCL WARN`) is never a failure unless its
+signature says `warned` (a NaN loss): PyTorch prints retried connects and benign socket notes at that level.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("signatures.yaml")
+ROLES = ("cause", "weak", "consequence", "warning")
+
+# `kubectl logs --timestamps`: RFC 3339 with nanoseconds, a space, the line
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) ")
+# launcher prefixes that say which process wrote the line: torchrun --tee `[default3]:`, torch's `[rank3]:`,
+# srun --label `3: `, several in a row
+_STREAM = re.compile(r"^(?:\[(?:default|rank|local_rank|Rank )?\d+\]:? ?|\d{1,5}: )+")
+_WARN_LEVEL = re.compile(
+    r"^\s*(?:\[?W\d{4} \d\d:|\[W[ \d]|W\d{4} )|\bWARNING\b|\[WARN(?:ING)?\]|\bNCCL WARN\b|Warning: |\w+Warning\b"
+)
+_RANKS = (
+    re.compile(r"^\[(?:rank|default)(\d+)\]:"),
+    re.compile(r"\[(?:PG[^\]]*?)?Rank (\d+)\]"),
+    re.compile(r"\brank\s*[:=]?\s*(\d+)\b", re.I),
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A known line (signatures.yaml)."""
+
+    id: str
+    klass: str
+    role: str
+    pattern: re.Pattern[str]
+    title: str
+    hint: str
+    warned: bool = False  # fatal even on a warning-level line
+    lasting: bool = False  # the cause even when training steps follow it
+
+    @property
+    def fatal(self) -> bool:
+        return self.role != "warning"
+
+
+@lru_cache(maxsize=1)
+def signatures() -> tuple[Signature, ...]:
+    import yaml
+
+    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    out = []
+    for item in data["signatures"]:
+        flags = set(item.get("flags") or ())
+        if item["role"] not in ROLES:
+            raise ValueError(f"{DATA}: {item['id']}: role {item['role']!r} is not one of {ROLES}")
+        out.append(
+            Signature(
+                item["id"],
+                item.get("class") or "",
+                item["role"],
+                re.compile(item["pattern"]),
+                item["title"],
+                item.get("hint", ""),
+                "warned" in flags,
+                "lasting" in flags,
+            )
+        )
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def by_id() -> dict[str, Signature]:
+    return {sig.id: sig for sig in signatures()}
+
+
+@lru_cache(maxsize=1)
+def trigger() -> re.Pattern[str]:
+    """One pattern that finds every line worth a closer look (a signature, a traceback, torchrun's summary,
+    a Python exception line): the only regular expression run over the whole text."""
+    parts = [sig.pattern.pattern for sig in signatures()]
+    parts += [
+        r"Traceback \(most recent call last\)",
+        r"Root Cause \(first observed failure\)",
+        r"Failures:[ \t\r]*$",
+        EXCEPTION_NAME,
+    ]
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.M)
+
+
+# A Python exception line: `KeyError: 'x'`, `torch.OutOfMemoryError: CUDA out of memory…`, `RuntimeError`
+EXCEPTION_NAME = r"\b(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Failure|Interrupt|Exit)\b"
+_EXCEPTION_LINE = re.compile(r"^\s*((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Failure|Interrupt|Exit))(?::\s|:$|$)")
+
+
+def stamp(line: str) -> tuple[str, str]:
+    """(sortable kubelet time or "", the line without it)."""
+    found = _STAMP.match(line)
+    if not found:
+        return "", line
+    fraction = (found.group(2) or ".")[1:].ljust(9, "0")[:9]
+    zone = found.group(3)
+    key = f"{found.group(1)}.{fraction}" + ("" if zone == "Z" else zone)
+    return key, line[found.end() :]
+
+
+def stream(line: str) -> tuple[str, str]:
+    """(the launcher prefix, the rest of the line)."""
+    found = _STREAM.match(line)
+    if not found:
+        return "", line
+    return found.group(0), line[found.end() :]
+
+
+def body(line: str) -> str:
+    """The line without its kubelet time, launcher prefix and carriage-return redraws."""
+    if "\r" in line:
+        line = line.rsplit("\r", 1)[-1] or line.replace("\r", "")
+    return stream(stamp(line)[1])[1]
+
+
+def warning_level(text: str) -> bool:
+    return bool(_WARN_LEVEL.search(text))
+
+
+def exception_name(text: str) -> str:
+    """The exception type of a Python exception line, or ""."""
+    found = _EXCEPTION_LINE.match(text)
+    if not found or found.group(1) in ("Error", "Exception"):
+        return ""
+    return found.group(1)
+
+
+def rank_of(line: str) -> str:
+    for pattern in _RANKS:
+        found = pattern.search(line)
+        if found:
+            return found.group(1)
+    return ""
+
+
+def match(text: str) -> Signature | None:
+    """The first signature found in a text (a line, or an exception's message)."""
+    for sig in signatures():
+        if sig.pattern.search(text):
+            return sig
+    return None
