@@ -15,13 +15,16 @@ demo: setup
 # The tests need more than `setup`: real servers, no mocks: the OCI registry (Debian's docker-registry) for the
 # publish tests, Slurm (Debian's slurm-wlm and munge) for the Slurm target's tests, and the real Kubernetes
 # control plane (`make cluster`) for the cluster tests (HELM_NEMO_SKIP_CLUSTER=1: neither built nor run).
+# Two pytest workers (pytest-xdist): one starts the control plane and runs the tests on it, which mostly wait on
+# it, while the other runs the CPU-bound rest (tests/conftest.py groups them; docs/testing.md has the figures).
+PYTEST_WORKERS ?= 2
 test:
 	@WITH_REGISTRY=1 WITH_SLURM=1 bash scripts/setup.sh
 	@if [ "$${HELM_NEMO_SKIP_CLUSTER:-0}" != 1 ]; then bash scripts/cluster.sh >/dev/null; fi
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # ruff (lint and format) and mypy as configured in pyproject.toml (mypy: strict on helm_nemo/, with its stated exceptions).
 lint: setup

@@ -30,6 +30,13 @@ sys.path.insert(0, str(ROOT))
 HELM = os.environ.get("HELM4", str(ROOT / ".tools/helm4/helm"))
 RECIPE = ROOT / "values/examples/a3ultra-405b.yaml"
 NODES, PODS = 1000, 5000
+
+
+def gpu_pods(nodes: int) -> int:
+    """How many of the pods hold 4 GPUs: two on each of the first fifth of the nodes (400 of 5,000 at 1,000 nodes)."""
+    return 2 * (nodes // 5)
+
+
 TARGET = 1.5
 
 
@@ -120,18 +127,17 @@ def realistic_pod(index: int, node: str, gpus: int) -> dict:
     }
 
 
-def serve() -> None:
+def serve(node_count: int = NODES, pod_count: int = PODS) -> None:
     """Child process: the emulator with the big cluster; prints its URL, serves until stdin closes."""
     import cluster_states as states
     from kube_emulator import KubeEmulator
 
     kube = KubeEmulator().start()
-    states.healthy_a3ultra(kube, nodes=NODES, quota=4096)
-    nodes = [f"gke-a3u-pool-{i:04d}" for i in range(NODES)]
-    for index in range(PODS):  # 5 pods a node; the first two of each of the first 200 nodes hold GPUs
-        node = nodes[index % NODES]
-        gpus = 4 if index < 2 * 200 else 0
-        kube.put(realistic_pod(index, node, gpus))
+    states.healthy_a3ultra(kube, nodes=node_count, quota=4096)
+    nodes = [f"gke-a3u-pool-{i:04d}" for i in range(node_count)]
+    for index in range(pod_count):  # 5 pods a node; the first two of each of the first fifth hold GPUs
+        gpus = 4 if index < gpu_pods(node_count) else 0
+        kube.put(realistic_pod(index, nodes[index % node_count], gpus))
     print(kube.url, flush=True)
     sys.stdin.read()
     kube.stop()
@@ -159,11 +165,14 @@ def kubeconfig_for_emulator(url: str, path: Path, namespace: str = "ml-team") ->
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds first")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--nodes", type=int, default=NODES, help=argparse.SUPPRESS)  # with --serve
+    parser.add_argument("--pods", type=int, default=PODS, help=argparse.SUPPRESS)  # with --serve
     args = parser.parse_args()
     if args.serve:
-        serve()
+        serve(args.nodes, args.pods)
         return 0
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -209,7 +218,7 @@ def main() -> int:
                     out = proc.stdout
                 return time.perf_counter() - start, out
 
-            for _ in range(2):
+            for _ in range(args.warmup):
                 timed([ours]), timed(plain)
             ta, tb, report = [], [], ""
             for _ in range(args.rounds):

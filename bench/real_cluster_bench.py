@@ -24,6 +24,9 @@ Wall times include Python start; medians. `--json` prints one line of JSON. The 
 objects, kwok bringing 6,000 objects to their state) is reported separately.
 
   .venv/bin/python bench/real_cluster_bench.py [--rounds N] [--json]
+
+--quick (make test runs it, tests/test_bench.py): the same setup and rounds at a tiny size (10 nodes, 20 pods, a
+2-pod JobSet, a 1 MB log; one round), so a broken setup fails the suite instead of the next `make bench-real`.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def run(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
 # The states on the real control plane
 
 
-def preflight_state(cluster) -> dict[str, float]:
+def preflight_state(cluster, node_count: int = pb.NODES, pod_count: int = pb.PODS) -> dict[str, float]:
     """1,000 A3 Ultra nodes, Kueue, networks, CSI drivers, 5,000 pods (made while kwok readies the nodes);
     waits until kwok runs them all and every node is Ready."""
     import cluster_states as states
@@ -94,25 +97,25 @@ def preflight_state(cluster) -> dict[str, float]:
     took: dict[str, float] = {}
     kube = RealKube(cluster)
     start = time.monotonic()
-    states.healthy_a3ultra(kube, nodes=pb.NODES, quota=4096)
+    states.healthy_a3ultra(kube, nodes=node_count, quota=4096)
     kube.flush(workers=6)
-    mark(took, "create 1,000 nodes + Kueue, networks, CSI", start)
+    mark(took, f"create {node_count:,} nodes + Kueue, networks, CSI", start)
     start = time.monotonic()
-    nodes = [f"gke-a3u-pool-{i:04d}" for i in range(pb.NODES)]
+    nodes = [f"gke-a3u-pool-{i:04d}" for i in range(node_count)]
     for team in range(7):
         kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"team-{team}"}})
-    for index in range(pb.PODS):
-        kube.put(pb.realistic_pod(index, nodes[index % pb.NODES], 4 if index < 2 * 200 else 0))
+    for index in range(pod_count):
+        kube.put(pb.realistic_pod(index, nodes[index % node_count], 4 if index < pb.gpu_pods(node_count) else 0))
     kube.flush(workers=6)
-    mark(took, "create 5,000 pods (nodeName set)", start)
+    mark(took, f"create {pod_count:,} pods (nodeName set)", start)
     start = time.monotonic()
     cluster.wait_for(
-        "5,000 pods Running",
-        lambda: running_pods(cluster) >= pb.PODS,
+        f"{pod_count:,} pods Running",
+        lambda: running_pods(cluster) >= pod_count,
         300,
-        3,
+        3 if pod_count >= 1000 else 0.5,
     )
-    mark(took, "kwok: 5,000 pods Running", start)
+    mark(took, f"kwok: {pod_count:,} pods Running", start)
     start = time.monotonic()
     settled(cluster)
     mark(took, "every node Ready, no not-ready taint", start)
@@ -163,7 +166,7 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
 
     took: dict[str, float] = {}
     start = time.monotonic()
-    jobset, _ = sb.chart_pod_spec()
+    jobset, _ = sb.chart_pod_spec(gpus=8 * pods)
     template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     # kwok's pod-complete stage would end the pods a few seconds after they run: a training runs for hours.
     # (kwok takes the smaller of delay and jitter-delay when jitter-delay is not the larger: both are set.)
@@ -177,7 +180,7 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
     log_file = tmp / "rank0.log"
     log_file.write_text(cri_log(text, datetime.now(UTC) - timedelta(seconds=lines * 0.001), 0.001))
     cluster.serve_logs(NAMESPACE, log_file)
-    mark(took, "write the 50 MB log", start)
+    mark(took, f"write the {log_mb} MB log", start)
     start = time.monotonic()
     cluster.api("POST", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets", jobset)
     selector = f"jobset.sigs.k8s.io/jobset-name={sb.RELEASE}"
@@ -188,7 +191,7 @@ def status_state(cluster, tmp: Path, pods: int, log_mb: int) -> tuple[int, int, 
         echo(f"  {len(items)} pods, {count} Running")
         return len(items) == pods and count == pods
 
-    cluster.wait_for(f"{pods} pods of the JobSet Running", all_running, 300, 3)
+    cluster.wait_for(f"{pods} pods of the JobSet Running", all_running, 300, 3 if pods >= 100 else 0.5)
     mark(took, f"Kueue admits, controllers make and kwok runs {pods} pods", start)
     return len(text), steps, took
 
@@ -366,11 +369,13 @@ def bench_failed(cluster, tmp: Path, rounds: int, pods: int, setup: dict) -> dic
 # --------------------------------------------------------------------------------------------------
 
 
-def bench_preflight(cluster, tmp: Path, rounds: int, baseline: Path | None = None) -> dict:
+def bench_preflight(
+    cluster, tmp: Path, rounds: int, baseline: Path | None = None, nodes: int = pb.NODES, pods: int = pb.PODS
+) -> dict:
     from helm_nemo.values.plan import build_plans, helm_values_json
 
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench/preflight_bench.py"), "--serve"],
+        [sys.executable, str(ROOT / "bench/preflight_bench.py"), "--serve", "--nodes", str(nodes), "--pods", str(pods)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -521,12 +526,16 @@ def main() -> int:
         type=Path,
         help="a checkout (e.g. /work/main) whose preflight runs in the same rounds beside this one's",
     )
+    parser.add_argument("--quick", action="store_true", help="a tiny size, one round (make test: the bench still runs)")
     args = parser.parse_args()
+    nodes, pods = (10, 20) if args.quick else (pb.NODES, pb.PODS)
+    if args.quick:
+        args.rounds, args.pods, args.log_mb = 1, 2, 1
     from real_cluster import RealCluster
 
     began = time.monotonic()
     setup: dict[str, float] = {}
-    result: dict = {"rounds": args.rounds}
+    result: dict = {"rounds": args.rounds, "nodes": nodes, "pods": pods}
     with tempfile.TemporaryDirectory(prefix="helm-nemo-real-bench-") as tmp_name:
         tmp = Path(tmp_name)
         cluster = RealCluster(tmp / "cluster", echo=echo, large=True)
@@ -542,10 +551,10 @@ def main() -> int:
                 echo("failed-run status rounds ...")
                 result["failed"] = bench_failed(cluster, tmp, args.rounds, args.failed_pods, setup)
             else:
-                setup.update(preflight_state(cluster))
+                setup.update(preflight_state(cluster, nodes, pods))
             if args.only not in ("status", "failed"):
                 echo("preflight rounds ...")
-                result["preflight"] = bench_preflight(cluster, tmp, args.rounds, args.baseline)
+                result["preflight"] = bench_preflight(cluster, tmp, args.rounds, args.baseline, nodes, pods)
             if args.only not in ("preflight", "failed"):
                 echo("status rounds ...")
                 result["status"] = bench_status(cluster, tmp, args.rounds, args.pods, args.log_mb, setup)
@@ -566,7 +575,7 @@ def _print(result: dict, setup: dict, began: float, args) -> int:
             continue
         r = result[name]
         if name == "preflight":
-            what = f"preflight of {pb.RECIPE.name}, {pb.NODES} nodes + {pb.PODS} pods"
+            what = f"preflight of {pb.RECIPE.name}, {result['nodes']} nodes + {result['pods']} pods"
         elif name == "status":
             what = f"status of a {r['pods']}-pod JobSet, {r['log_bytes'] / 1e6:.1f} MB rank-0 log"
         else:

@@ -15,6 +15,10 @@ and with --check (make bench) exits 1 when a target is missed. Targets (issues 9
              5,000 pods, Python start included (seconds; beside its three plain helm templates)  <= 1.5
   status     `helm-nemo status` of a 512-pod JobSet with a 50 MB rank-0 log (seconds, issue 25)  <= 1.0
   diagnose   `helm-nemo logs --errors --file` of a 50 MB log ending in a CUDA OOM (seconds, issue 34)  <= 1.0
+
+--quick (make test runs it, tests/test_bench.py): one round of every figure, no warm-up, no targets judged: the
+bench's own code paths in seconds, so a bench that no longer runs fails the suite rather than the next `make bench`.
+A figure that cannot be measured (a command fails) exits 1 in every mode.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ ENV = {
     "HELM_BIN": HELM,
 }
 EXAMPLE = ROOT / "values/examples/a4-llama31-405b.yaml"  # one release: the pair compares one render each
+WARMUP = 2  # unmeasured rounds before the measured ones (--quick: none)
 
 
 def timed(cmd: list[str], env: dict | None = None, cwd: Path = ROOT, stages: list | None = None) -> float:
@@ -73,7 +78,7 @@ def alternate(
     a: list[str] | list[list[str]],
     b: list[str] | list[list[str]],
     rounds: int,
-    warmup: int = 2,
+    warmup: int | None = None,
     env: dict | None = None,
     stages: list | None = None,
     before_a=None,
@@ -87,7 +92,7 @@ def alternate(
             before()
         return sum(timed(c, env, stages=record) for c in cmds)
 
-    for _ in range(warmup):
+    for _ in range(WARMUP if warmup is None else warmup):
         run(a, before=before_a), run(b)
     ta, tb = [], []
     for _ in range(rounds):
@@ -184,14 +189,49 @@ def bench_plugin(rounds: int, tmp: Path) -> dict | None:
         return {"error": installed.stderr[-500:]}
     ours = [HELM, "nemo", "template", "--values", str(EXAMPLE)]
     (plain,) = plain_helm_inputs(tmp)
-    ta, tb = alternate(ours, plain, rounds, env=env)
+    # The floor, measured beside it: what helm costs to run any plugin (a no-op one) plus what the plugin's
+    # launcher costs run without helm (bin/nemo.sh as helm runs it: HELM_PLUGIN_DIR and HELM_BIN set).
+    noop = tmp / "helm-noop"
+    (noop / "bin").mkdir(parents=True)
+    (noop / "plugin.yaml").write_text(
+        'name: "noop"\nversion: "0.1.0"\nusage: "noop"\nplatformCommand:\n'
+        '  - os: linux\n    command: "$HELM_PLUGIN_DIR/bin/noop.sh"\n'
+    )
+    (noop / "bin/noop.sh").write_text("#!/bin/sh\nexit 0\n")
+    (noop / "bin/noop.sh").chmod(0o755)
+    installed = subprocess.run([HELM, "plugin", "install", str(noop)], env=env, capture_output=True, text=True)
+    if installed.returncode != 0:
+        return {"error": installed.stderr[-500:]}
+    plugins = subprocess.run([HELM, "env", "HELM_PLUGINS"], env=env, capture_output=True, text=True).stdout.strip()
+    plugin_dir = Path(plugins) / folder.name
+    launcher_env = {**env, "HELM_PLUGIN_DIR": str(plugin_dir), "HELM_BIN": HELM}
+    launcher = ["sh", str(plugin_dir / "bin/nemo.sh"), "template", "--values", str(EXAMPLE)]
+    times: dict[str, list[float]] = {"plugin": [], "plain": [], "noop": [], "launcher": []}
+    commands = {
+        "plugin": (ours, env),
+        "plain": (plain, env),
+        "noop": ([HELM, "noop"], env),
+        "launcher": (launcher, launcher_env),
+    }
+    for round_ in range(WARMUP + rounds):
+        for name, (command, command_env) in commands.items():
+            elapsed = timed(command, command_env)
+            if round_ >= WARMUP:
+                times[name].append(elapsed)
+    ta, tb = times["plugin"], times["plain"]
+    median = {name: statistics.median(samples) for name, samples in times.items()}
     return {
         "a": "helm nemo template (plugin)",
         "b": "helm template",
         "a_stats": stats(ta),
         "b_stats": stats(tb),
-        "ratio": statistics.median(ta) / statistics.median(tb),
+        "ratio": median["plugin"] / median["plain"],
         "target": 2.5,
+        "floor": {
+            "noop_plugin": stats(times["noop"]),
+            "launcher_without_helm": stats(times["launcher"]),
+            "ratio": (median["noop"] + median["launcher"]) / median["plain"],
+        },
         "tarball_mb": round(tarball.stat().st_size / 1e6, 1),
     }
 
@@ -220,12 +260,22 @@ def bench_scale(rounds: int) -> dict:
 
 
 def bench_generate(rounds: int, tmp: Path) -> dict:
+    """In a copy of exactly what the wheel carries (resources.DATA_ITEMS: what generate reads in an installed
+    package, CHANGELOG.md included), so the list cannot fall behind what generate needs."""
+    sys.path.insert(0, str(ROOT))
+    from helm_nemo.resources import DATA_ITEMS
+
     home = tmp / "home"
-    for folder in ("generator", "schemas", "values", "charts"):
-        shutil.copytree(ROOT / folder, home / folder)
+    for item in DATA_ITEMS:
+        source = ROOT / item
+        if source.is_dir():
+            shutil.copytree(source, home / item)
+        else:
+            (home / item).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, home / item)
     env = {**ENV, "HELM_NEMO_HOME": str(home)}
     cli = str(VENV_BIN / "helm-nemo")
-    for _ in range(2):
+    for _ in range(WARMUP):
         timed([cli, "generate"], env), timed([cli, "generate", "--check"], env)
     gen, check = [], []
     for _ in range(rounds):
@@ -239,7 +289,8 @@ def bench_validate(rounds: int) -> dict | None:
     script = ROOT / "bench" / "validate_bench.py"
     if not script.exists():
         return None
-    proc = subprocess.run([str(VENV_BIN / "python"), str(script), "--json"], capture_output=True, text=True, cwd=ROOT)
+    command = [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(min(rounds, 5))]  # cold processes
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-500:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -248,7 +299,10 @@ def bench_validate(rounds: int) -> dict | None:
 def bench_preflight(rounds: int) -> dict:
     """bench/preflight_bench.py: the emulator in its own process, A/B alternately (see its docstring)."""
     proc = subprocess.run(
-        [str(VENV_BIN / "python"), str(ROOT / "bench" / "preflight_bench.py"), "--json", "--rounds", str(rounds)],
+        [
+            *(str(VENV_BIN / "python"), str(ROOT / "bench" / "preflight_bench.py"), "--json"),
+            *("--rounds", str(rounds), "--warmup", str(WARMUP)),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -261,7 +315,7 @@ def bench_preflight(rounds: int) -> dict:
 def bench_status(rounds: int) -> dict:
     script = ROOT / "bench" / "status_bench.py"
     proc = subprocess.run(
-        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
+        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds), "--warmup", str(min(WARMUP, 1))],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -289,6 +343,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
+        "--quick", action="store_true", help="one round of every figure, no warm-up, no targets judged (make test)"
+    )
+    parser.add_argument(
+        "--output", type=Path, default=ROOT / "bench" / "results" / "latest.json", help="the JSON result"
+    )
+    parser.add_argument(
         "--only",
         default="",
         metavar="KEY,…",
@@ -300,6 +360,11 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     if only and args.check:
         parser.error("--only measures a part; --check needs every figure")
+    if args.quick and args.check:
+        parser.error("--quick measures one cold round; --check judges medians of several")
+    if args.quick:
+        global WARMUP
+        WARMUP, args.rounds = 0, 1
     wanted = lambda key: not only or key in only  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -325,7 +390,12 @@ def main() -> int:
             "status": bench_status(args.rounds) if wanted("status") else None,
             "diagnose": bench_diagnose(args.rounds) if wanted("diagnose") else None,
         }
-    missed = []
+    missed: list[str] = []  # a target missed (exit 1 with --check)
+    failed: list[str] = []  # a figure not measured (exit 1 always)
+
+    def verdict(ok: bool) -> str:
+        return "(not judged: --quick)" if args.quick else "ok" if ok else "MISSED"
+
     print(
         f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, helm {result['machine']['helm']}, "
         f"{args.rounds} rounds"
@@ -336,7 +406,7 @@ def main() -> int:
             continue
         if r is None or "error" in r:
             print(f"{key:9} failed: {(r or {}).get('error', 'not run')}")
-            missed.append(key)
+            failed.append(key)
             continue
         a, b = r["a_stats"], r["b_stats"]
         ok = r["ratio"] <= r["target"]
@@ -347,7 +417,7 @@ def main() -> int:
         print(
             f"{'':9} {r['b']:>22}: min {b['min'] * 1000:6.1f} ms  median {b['median'] * 1000:6.1f} ms  max {b['max'] * 1000:6.1f} ms"
         )
-        print(f"{'':9} {'median ratio':>22}: {r['ratio']:.2f} (target <= {r['target']}) {'ok' if ok else 'MISSED'}")
+        print(f"{'':9} {'median ratio':>22}: {r['ratio']:.2f} (target <= {r['target']}) {verdict(ok)}")
         for stage, ms in r.get("stages_ms", []):
             share = ms / (a["median"] * 1000) * 100
             print(
@@ -361,7 +431,13 @@ def main() -> int:
             missed += [] if ok_cold else [f"{key} (cold cache)"]
             print(
                 f"{'':9} {'cold schema cache':>22}: median {c['stats']['median'] * 1000:6.1f} ms, ratio {c['ratio']:.2f} "
-                f"{'ok' if ok_cold else 'MISSED'}"
+                f"{verdict(ok_cold)}"
+            )
+        if "floor" in r:
+            f = r["floor"]
+            print(
+                f"{'':9} {'floor':>22}: helm running a no-op plugin {f['noop_plugin']['median'] * 1000:6.1f} ms + "
+                f"bin/nemo.sh without helm {f['launcher_without_helm']['median'] * 1000:6.1f} ms: ratio {f['ratio']:.2f}"
             )
         if "without_validation" in r:
             w = r["without_validation"]
@@ -374,69 +450,75 @@ def main() -> int:
         missed += [] if ok else [key]
         print(
             f"{key:9} {'helm-nemo ' + key:>22}: min {s['min']:.3f} s  median {s['median']:.3f} s  max {s['max']:.3f} s "
-            f"(target <= {target} s) {'ok' if ok else 'MISSED'}"
+            f"(target <= {target} s) {verdict(ok)}"
         )
     v = result["validate"]
     if not wanted("validate"):
         pass
     elif v is None:
         print("validate  not available (bench/validate_bench.py missing)")
-        missed.append("validate")
+        failed.append("validate")
     elif "error" in v:
         print(f"validate  failed: {v['error']}")
-        missed.append("validate")
+        failed.append("validate")
     else:
         ok = v["seconds"] <= v.get("target", 0.5)
         missed += [] if ok else ["validate"]
         print(
-            f"validate  {v['documents']} documents: {v['seconds']:.3f} s (target <= {v.get('target', 0.5)} s) {'ok' if ok else 'MISSED'}"
+            f"validate  {v['documents']} documents: {v['seconds']:.3f} s (target <= {v.get('target', 0.5)} s) {verdict(ok)}"
         )
     p = result["preflight"]
     if not wanted("preflight"):
         pass
     elif p is None or "error" in p:
         print(f"preflight failed: {(p or {}).get('error', 'not run')}")
-        missed.append("preflight")
+        failed.append("preflight")
     else:
         a, b = p["preflight"], p["helm_template_x3"]
         ok = a["median"] <= p["target"]
         missed += [] if ok else ["preflight"]
         print(
             f"preflight {p['nodes']} nodes, {p['pods']} pods: min {a['min']:.3f} s  median {a['median']:.3f} s  max "
-            f"{a['max']:.3f} s (target <= {p['target']} s) {'ok' if ok else 'MISSED'}; its 3 helm templates alone: "
+            f"{a['max']:.3f} s (target <= {p['target']} s) {verdict(ok)}; its 3 helm templates alone: "
             f"median {b['median']:.3f} s"
         )
     st = result["status"]
     if wanted("status"):
         if st is None or "error" in st:
             print(f"status    failed: {(st or {}).get('error', 'not run')}")
-            missed.append("status")
+            failed.append("status")
         else:
             ok = st["seconds"] <= st["target"]
             missed += [] if ok else ["status"]
             print(
                 f"status    {st['pods']} pods, {st['log_bytes'] / 1e6:.0f} MB rank-0 log: median {st['seconds']:.3f} s "
-                f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {'ok' if ok else 'MISSED'}"
+                f"(min {st['min']:.3f}, max {st['max']:.3f}; target <= {st['target']} s) {verdict(ok)}"
             )
     dg = result["diagnose"]
     if wanted("diagnose"):
         if dg is None or "error" in dg:
             print(f"diagnose  failed: {(dg or {}).get('error', 'not run')}")
-            missed.append("diagnose")
+            failed.append("diagnose")
         else:
             ok = dg["seconds"] <= dg["target"]
             missed += [] if ok else ["diagnose"]
             print(
                 f"diagnose  {dg['log_bytes'] / 1e6:.0f} MB log: median {dg['seconds']:.3f} s (min {dg['min']:.3f}, "
-                f"max {dg['max']:.3f}; target <= {dg['target']} s) {'ok' if ok else 'MISSED'}; healthy log: median "
+                f"max {dg['max']:.3f}; target <= {dg['target']} s) {verdict(ok)}; healthy log: median "
                 f"{dg['healthy_seconds']:.3f} s"
             )
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
-    result["missed"] = missed
-    (out / "latest.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written: {out / 'latest.json'}" + (f"; missed: {', '.join(missed)}" if missed else "; all targets met"))
-    return 1 if (args.check and missed) else 0
+    result["missed"], result["failed"], result["quick"] = missed, failed, args.quick
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    judged = (
+        "targets not judged (--quick)"
+        if args.quick
+        else f"missed: {', '.join(missed)}"
+        if missed
+        else "all targets met"
+    )
+    print(f"written: {args.output}; {judged}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed or (args.check and missed) else 0
 
 
 if __name__ == "__main__":

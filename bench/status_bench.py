@@ -67,7 +67,7 @@ def build(kube, pods: int, log_mb: int) -> int:
     """Fill the emulator; returns the last step the log shows (1-based count)."""
     import status_states as S
 
-    jobset, template = chart_pod_spec()
+    jobset, template = chart_pod_spec(gpus=8 * pods)
     jobset["status"] = {
         "restarts": 0,
         "replicatedJobsStatus": [
@@ -120,6 +120,9 @@ def build(kube, pods: int, log_mb: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="unmeasured rounds first (bytecode, the emulator's first answers)"
+    )
     parser.add_argument("--pods", type=int, default=512)
     parser.add_argument("--log-mb", type=int, default=50)
     parser.add_argument("--json", action="store_true")
@@ -133,7 +136,7 @@ def main() -> int:
         env.pop("HELM_NAMESPACE", None)
         cmd = [str(ROOT / ".venv/bin/helm-nemo"), "status", RELEASE, "-o", "json"]
         times = []
-        for round_ in range(args.rounds + 1):
+        for round_ in range(args.warmup + args.rounds):
             before = len(kube.requests)
             start = time.perf_counter()
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -148,7 +151,7 @@ def main() -> int:
             ):
                 raise SystemExit(f"wrong answer (exit {proc.returncode}): {proc.stdout[:2000]}{proc.stderr}")
             requests = kube.requests[before:]
-            if round_:  # the first run is the warm-up (bytecode, the emulator's first answers)
+            if round_ >= args.warmup:
                 times.append(elapsed)
         log_reads = [r for r in requests if r.path.endswith("/log")]
     result = {

@@ -158,9 +158,15 @@ def main() -> int:
     v = version()
     shutil.rmtree(dist, ignore_errors=True)
     dist.mkdir(parents=True)
-    # --no-isolation: the build backend comes from this venv (setuptools in the test extras), not a download
-    run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist), ".")
-    shutil.rmtree(ROOT / "build", ignore_errors=True)
+    # One build at a time in this checkout: setuptools makes the sdist's tree (helm_nemo-<v>/), build/ and the
+    # egg-info inside it, so two at once (the test suite's workers, a `make dist` beside it) undo each other.
+    with open(ROOT / ".dist.lock", "w") as lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # --no-isolation: the build backend comes from this venv (setuptools in the test extras), not a download
+        run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist), ".")
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
     wheel = dist / f"helm_nemo-{v}-py3-none-any.whl"
     wheels = dist / "wheels"
     # the dependencies at the versions of requirements/runtime.lock (hashes checked), for this platform and Python

@@ -35,7 +35,7 @@ def compile_lock(uv: str, output: Path, extras: list[str], upgrade: bool, constr
         uv,
         "pip",
         "compile",
-        str(ROOT / "pyproject.toml"),
+        "../pyproject.toml",  # relative to LOCKS (the cwd): the locks' "via" comments name no checkout's path
         "--universal",
         "--python-version",
         PYTHON,

@@ -149,3 +149,19 @@ def real_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its own collection hook)
+def pytest_collection_modifyitems(config, items):
+    """Work units for `pytest -n 2 --dist loadgroup --no-loadscope-reorder` (make test): every test on the
+    session's real control plane (those whose fixtures reach `real_cluster`) in one group, first, so one worker
+    starts the one cluster of the run at once and waits on it while the other runs the CPU-bound rest; every
+    other test grouped by its module, so a module's fixtures (a dist build, the registry, Slurm) are made once,
+    not once per worker. Without xdist the marks do nothing and the order is the files' own."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        cluster = "real_cluster" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("real_cluster" if cluster else item.nodeid.split("::")[0]))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: "real_cluster" not in getattr(item, "fixturenames", ()))

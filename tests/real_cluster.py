@@ -694,6 +694,8 @@ class RealCluster:
                 self._wait(f"kwok {name} CRD", lambda n=crd["metadata"]["name"]: self._established(n), 60)
         stages.append(READY_AGAIN)
         stages = [keep_running(stage) for stage in stages]
+        if not self.large:  # the bench keeps upstream's timings (its pods keep running: a delay annotation)
+            stages = [quick_stage(stage) for stage in stages]
         kwok_config = self.workdir / "kwok.yaml"
         kwok_config.write_text(yaml.safe_dump_all(stages))
         self.kwok_port = kwok_port = free_port()
@@ -1152,6 +1154,34 @@ READY_AGAIN = {
         },
     },
 }
+
+
+# The default delays of kwok's pod stages, shortened for the tests, which only wait for them: upstream waits 1 s
+# plus up to 4 s of jitter at each of create, ready and complete (3 to 15 s for a Job's pod to finish), and
+# deletes a running pod somewhere between 1 s and the end of its grace period (30 s by default). Here each step
+# takes 0.1 to 1 s and a deletion 0.2 to 3 s: still random, so a test that does not wait for a state it needs
+# still fails now and then instead of never. A pod's own delay annotations still win (the expressions stay).
+QUICK_DELAYS_MS = {
+    "pod-create": (100, 1000),
+    "pod-init-container-running": (100, 1000),
+    "pod-init-container-completed": (100, 1000),
+    "pod-ready": (100, 1000),
+    "pod-complete": (100, 1000),
+    "pod-delete": (200, 3000),
+}
+
+
+def quick_stage(stage: dict) -> dict:
+    """`stage` with the default delays of QUICK_DELAYS_MS (other stages as they are)."""
+    quick = QUICK_DELAYS_MS.get(stage["metadata"]["name"])
+    if not quick:
+        return stage
+    stage = copy.deepcopy(stage)
+    delay = stage["spec"]["delay"]
+    delay["durationMilliseconds"], delay["jitterDurationMilliseconds"] = quick
+    if delay.get("jitterDurationFrom", {}).get("expressionFrom") == ".metadata.deletionTimestamp":
+        del delay["jitterDurationFrom"]  # the grace period's end: up to 30 s for a pod being deleted
+    return stage
 
 
 # Pods so labelled (a chart's `workload.labels`) are not ended by kwok's pod-complete stage (which ends a Job's

@@ -31,6 +31,8 @@ from helm_nemo.targets.slurm import SlurmJob
 import slurm_cluster  # noqa: F401  (the `cluster` fixture's module)
 from test_slurm_jobs import FAKE_TORCHRUN, cluster, helm_nemo  # noqa: F401  (session fixture reused)
 
+pytestmark = pytest.mark.xdist_group("slurm")  # beside test_slurm_jobs.py, on its Slurm cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = Path(sys.executable).parent / "helm-nemo"
 HELM = ROOT / ".tools" / "helm4" / "helm"

@@ -44,6 +44,9 @@ echo "torchrun stand-in: $# argument(s) on $(hostname -s)"
 if [ -n "${FAKE_TORCHRUN_SLEEP:-}" ]; then sleep "$FAKE_TORCHRUN_SLEEP"; echo finished > "$out.finished"; fi
 """
 TIMINGS: dict[str, float] = {}
+# One worker for the tests on the session's Slurm cluster (this module and test_slurm_dataprep.py) under pytest-xdist:
+# one cluster, as in a serial run.
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 @pytest.fixture(scope="session")
