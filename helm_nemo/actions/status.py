@@ -85,6 +85,7 @@ def status(
     """Print the status of the releases; the exit code of the (last) refresh."""
     from helm_nemo.status import cluster, render
     from helm_nemo.status.verdict import exit_code, verdict
+    from helm_nemo.terminal_text import escape_json, safe
 
     tty = sys.stdout.isatty() if tty is None else tty
     refreshes = 0
@@ -95,9 +96,9 @@ def status(
         verdicts = [verdict(s) for s in statuses]
         code = exit_code(verdicts)
         if output == "json":  # with --watch: one line per refresh (JSON Lines)
-            out(render.as_json(statuses, verdicts, code, indent=None if watch else 2))
+            out(escape_json(render.as_json(statuses, verdicts, code, indent=None if watch else 2)))
         else:
-            body = render.text(statuses, verdicts, progress_bar=watch)
+            body = safe(render.text(statuses, verdicts, progress_bar=watch))  # log lines, events: terminal-safe
             if watch:
                 stamp = time.strftime("%H:%M:%S")
                 header = f"helm nemo status  {stamp}  every {interval:g} s (Ctrl-C stops)"
@@ -156,9 +157,13 @@ def logs(
     timestamps: bool = False,
     out: Callable[[str], None],
     err: Echo,
+    terminal: bool | None = None,
 ) -> int:
-    """Print (or follow) the training log of one rank or pod. Exit 0, 3 when there is no such pod."""
+    """Print (or follow) the training log of one rank or pod. Exit 0, 3 when there is no such pod. On a
+    terminal (default: when stdout is one) the log goes through terminal_text (escape sequences and controls
+    removed or shown); piped or redirected, its text is passed through as the pod wrote it, as kubectl does."""
     from helm_nemo.status import cluster
+    from helm_nemo.terminal_text import Stream
 
     pods = _release_pods(client, names)
     if not pods:
@@ -180,15 +185,19 @@ def logs(
         query["timestamps"] = "true"
     path = cluster.LOG.format(ns=client.namespace, pod=name)
     err(f"==> {name}" + (f" ({container})" if container else "") + " <==")
+    stream = Stream() if (sys.stdout.isatty() if terminal is None else terminal) else None
     if not follow:
-        out(client.text(path, query))
+        text = client.text(path, query)
+        out(text if stream is None else stream.feed(text) + stream.close())
         return 0
     query["follow"] = "true"
     try:
         for piece in client.stream(path, query):
-            out(piece)
+            out(piece if stream is None else stream.feed(piece))
     except KeyboardInterrupt:
         pass
+    if stream is not None:
+        out(stream.close())
     return 0
 
 
@@ -201,6 +210,7 @@ def errors(
     from helm_nemo.kube import KubeApiError
     from helm_nemo.status import cluster
     from helm_nemo.status.pods import summarize_pods
+    from helm_nemo.terminal_text import escape_json, safe
 
     pods = _release_pods(client, names)
     if not pods:
@@ -238,11 +248,11 @@ def errors(
     if output == "json":
         doc = diagnosis.as_json()
         doc.update({"pods_scanned": len(readable), "lines_per_pod": tail, "unreadable": unread})
-        out(json.dumps(doc, indent=2, ensure_ascii=False))
+        out(escape_json(json.dumps(doc, indent=2, ensure_ascii=False)))
     else:
-        out(render.text(diagnosis, what=f"pod log(s) (the last {tail} lines of each)"))
+        out(safe(render.text(diagnosis, what=f"pod log(s) (the last {tail} lines of each)")))
     for problem in unread:
-        err(f"warning: cannot read the log of {problem}")
+        err(safe(f"warning: cannot read the log of {problem}"))
     return 1 if diagnosis.failed else 0
 
 
@@ -250,7 +260,8 @@ def errors_offline(paths: list[str], *, output: str = "text", out: Echo, stdin: 
     """`helm nemo logs --errors --file LOG…`: the verdict over log files (no cluster). Exit 1 when a failure is
     found, 0 when none; bad input (a missing file, a binary file, an empty folder) raises UserError (2)."""
     from helm_nemo.diagnose import diagnose_paths, render
+    from helm_nemo.terminal_text import escape_json, safe
 
     diagnosis = diagnose_paths(paths, stdin)
-    out(render.as_json(diagnosis) if output == "json" else render.text(diagnosis, what="file(s)"))
+    out(escape_json(render.as_json(diagnosis)) if output == "json" else safe(render.text(diagnosis, what="file(s)")))
     return 1 if diagnosis.failed else 0

@@ -199,7 +199,9 @@ def logs(
 ) -> None:
     """The training log of a release: rank 0 by default (--rank N, --pod P), streamed with -f; --errors names
     the first cause of a failed run (and what followed from it) from every pod's recent log, or from log
-    files with --file (no cluster). Exit 1 when a failure is found, 0 when none."""
+    files with --file (no cluster). Exit 1 when a failure is found, 0 when none. On a terminal the log's
+    escape sequences and control characters are removed or shown, never obeyed (docs/security.md); piped,
+    the log passes through as the pod wrote it."""
     from helm_nemo.cli.release_commands import helm_extra
 
     if log_files:

@@ -143,7 +143,9 @@ class Report:
         row("GPUs", str(self.inputs["gpus"].value), "gpus")
         row("precision", str(precision), "precision")
         row("peak", f"{_num(peak)} TFLOPS per GPU ({self.peak_source})", "peak_tflops")
-        return "\n".join(lines)
+        from helm_nemo.terminal_text import safe
+
+        return safe("\n".join(lines))  # the failed line and the file name come from outside: terminal-safe
 
 
 def _num(value: object) -> str:
@@ -462,4 +464,6 @@ def _accelerator_choices() -> str:
 
 
 def to_json(report: Report) -> str:
-    return json.dumps(report.as_json(), indent=2, ensure_ascii=False)
+    from helm_nemo.terminal_text import escape_json
+
+    return escape_json(json.dumps(report.as_json(), indent=2, ensure_ascii=False))
