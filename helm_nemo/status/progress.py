@@ -84,6 +84,8 @@ class Progress:
     stall_after_s: float | None = None
     stalled: bool = False
     notes: list[str] = field(default_factory=list)
+    recent_loss: list[float] = field(default_factory=list)  # the last steps' loss and step time (sparkline.py)
+    recent_step_s: list[float] = field(default_factory=list)
 
     @property
     def steps_done(self) -> int:
@@ -187,6 +189,9 @@ def progress(
             out.tokens_per_s = run.inputs["batch_size"].value * seq / out.step_time_s
         if out.max_steps:
             out.eta_s = max(0, out.max_steps - out.steps_done) * out.step_time_s
+    from helm_nemo.status.sparkline import recent
+
+    out.recent_loss, out.recent_step_s = recent(lines, stamps, name)
     out.last_step_at = stamps.get(last.line)
     text_of_last = lines[last.line - 1][1] if 0 < last.line <= len(lines) else ""
     if out.last_step_at is not None and "\r" in text_of_last:

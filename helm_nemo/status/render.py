@@ -17,7 +17,17 @@ def bar(fraction: float, width: int = BAR) -> str:
     return "[" + "#" * filled + "-" * (width - filled) + f"] {fraction * 100:5.1f} %"
 
 
-def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *, progress_bar: bool = False) -> str:
+def text(
+    statuses: list[ReleaseStatus],
+    verdicts: list[Verdict] | None = None,
+    *,
+    progress_bar: bool = False,
+    unicode: bool | None = None,
+) -> str:
+    """The text of `status`; `unicode`: draw the sparklines with block characters (default: when stdout is UTF-8)."""
+    from helm_nemo.status import sparkline
+
+    unicode = sparkline.utf8_terminal() if unicode is None else unicode
     verdicts = verdicts or [verdict(s) for s in statuses]
     blocks = []
     for status, v in zip(statuses, verdicts, strict=True):
@@ -67,6 +77,10 @@ def text(statuses: list[ReleaseStatus], verdicts: list[Verdict] | None = None, *
                     + (f", {p.tflops_per_gpu:.1f} TFLOPS/GPU, MFU {p.mfu * 100:.2f} %" if p.mfu is not None else "")
                     + (f", {p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s is not None else "")
                 )
+            for label, values, unit in (("loss", p.recent_loss, ""), ("step time", p.recent_step_s, " s")):
+                drawn = sparkline.line(label, values, unit, unicode=unicode)
+                if drawn:
+                    lines.append(f"    {drawn}")
             if p.eta_s is not None:
                 lines.append(f"    ETA {duration(p.eta_s)}")
             if p.since_last_s is not None:

@@ -1,0 +1,441 @@
+"""The reads behind a report, and the model made of them.
+
+Offline (`--file LOG…`): the files `logs --errors --file` reads (helm_nemo.diagnose.sources), one verdict over
+them (helm_nemo.diagnose), the curves of the log with the most steps, one timeline row per file.
+
+On the cluster: the reads of `helm nemo status` (helm_nemo.status.cluster.read_statuses: one list per kind, the
+tail of the rank-0 log, the failed pods' tails, the verdict), seen through a recorder that keeps the objects
+listed so nothing is listed twice, then the whole log of the pod whose tail showed the steps (the curves).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, UTC
+
+from helm_nemo.report.model import (
+    EXCERPT,
+    Check,
+    Excerpt,
+    PodRow,
+    RecipeRow,
+    Report,
+    RunEvent,
+    percentile,
+    stalls,
+)
+from helm_nemo.report.series import Series, parse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+    from helm_nemo.diagnose.events import Diagnosis, Event
+    from helm_nemo.kube.client import KubeClient
+    from helm_nemo.status.progress import RunInputs
+
+MAX_EXCERPTS = 40  # the cause and the first consequences in time order (a 1,024-pod run has a thousand)
+
+
+def from_files(
+    paths: list[str],
+    *,
+    run: RunInputs | None = None,
+    preflight: list[str] | None = None,
+    stdin: object = None,
+    now: datetime | None = None,
+) -> Report:
+    """The report of log files (a file per pod or rank, folders of them, `-`)."""
+    from helm_nemo.diagnose import diagnose_texts
+    from helm_nemo.diagnose.sources import read
+
+    logs = read(paths, stdin)
+    diagnosis = diagnose_texts(logs.texts, dumps=logs.dumps)
+    texts = [(name, text) for name, text, _ in logs.texts]
+    report = Report(title=", ".join(paths), generated=now or datetime.now(UTC), source="files")
+    parsed = [(name, from_text(name, text)) for name, text in texts]
+    best = max(parsed, key=lambda item: len(item[1].points)) if parsed else None
+    _curves(report, best[1] if best else None, dict(texts).get(best[0], "") if best else "", run)
+    for name, text in texts:
+        row = PodRow(name, started=_first_time(text), last_line=_last_time(text))
+        series = dict(parsed)[name]
+        row.first_step = series.points[0].at if series.points else None
+        report.pods.append(row)
+    _verdict(report, diagnosis, dict(texts))
+    _recipe(report, run)
+    _checks(report, preflight or [])
+    return report
+
+
+def from_text(source: str, text: str) -> Series:
+    """The steps of a log as `kubectl logs --timestamps` (or a plain file) gives it: the kubelet's time is read
+    only on the lines that may be step lines."""
+    from helm_nemo.status.progress import parse_stamp
+
+    lines: list[tuple[int, str]] = []
+    stamps: dict[int, datetime] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if "iteration" not in line and "DLLL" not in line and "[" not in line and "validation" not in line:
+            continue
+        stamp, sep, rest = line.partition(" ")
+        if sep and len(stamp) >= 20 and stamp[4:5] == "-" and "T" in stamp:
+            when = parse_stamp(stamp)
+            if when is not None:
+                stamps[number] = when
+                line = rest
+        lines.append((number, line))
+    series = parse(source, lines, stamps)
+    times = {p.step: p.at for p in series.points}
+    series.val = [(step, at or times.get(step), val) for step, at, val in series.val]
+    return series
+
+
+def _first_time(text: str) -> datetime | None:
+    from helm_nemo.status.progress import parse_stamp
+
+    for line in text[:4096].split("\n"):
+        stamp = line.partition(" ")[0]
+        if len(stamp) >= 20 and stamp[4:5] == "-":
+            return parse_stamp(stamp)
+    return None
+
+
+def _last_time(text: str) -> datetime | None:
+    from helm_nemo.status.progress import parse_stamp
+
+    for line in reversed(text[-65536:].rstrip("\n").split("\n")):
+        stamp = line.partition(" ")[0]
+        if len(stamp) >= 20 and stamp[4:5] == "-":
+            return parse_stamp(stamp)
+    return None
+
+
+def _curves(report: Report, series: Series | None, text: str, run: RunInputs | None) -> None:
+    """The curves' log, its median and p95 step time, its stalls, and what turns a step time into tokens/s,
+    TFLOPS/GPU and MFU (the inputs `helm nemo metrics` reads from --values)."""
+    if series is None or not series.points:
+        report.notes.append("no training step in the log(s): no curves")
+        return
+    report.series = series
+    report.series_note = f"{series.source} ({series.format} log, {len(series.points)} steps)"
+    times = [p.step_time_s for p in series.points if p.step_time_s is not None]
+    if times:
+        report.step_median = percentile(times, 0.5)
+        report.step_p95 = percentile(times, 0.95)
+        report.stalls = stalls(series, report.step_median, _last_time(text))
+    if run is None:
+        return
+    inputs, names = run.inputs, run.names
+    seq = names.get("seq_len") if names else None
+    if "batch_size" in inputs and seq:
+        report.tokens_per_step = float(inputs["batch_size"].value) * float(seq)
+    if {"model_flops", "batch_size", "gpus"} <= set(inputs):
+        report.flops_per_step_per_gpu = (
+            float(inputs["model_flops"].value) * float(inputs["batch_size"].value) / float(inputs["gpus"].value)
+        )
+    if "peak_tflops" in inputs:
+        report.peak_tflops = float(inputs["peak_tflops"].value)
+    report.notes += [f"inputs: {m}" for m in run.missing]
+
+
+def _verdict(report: Report, diagnosis: Diagnosis, texts: dict[str, str]) -> None:
+    """The diagnosis, an excerpt for its cause and its first consequences, and each pod's role."""
+    report.diagnosis = diagnosis
+    if diagnosis.cause is None:
+        return
+    shown: list[Event] = [diagnosis.cause] + sorted(diagnosis.consequences, key=lambda e: (e.at or "~", e.source))
+    split: dict[str, list[str]] = {}
+    for number, event in enumerate(shown[:MAX_EXCERPTS]):
+        text = texts.get(event.source)
+        if text is None:
+            continue
+        if event.source not in split:
+            split[event.source] = text.split("\n")
+        lines = split[event.source]
+        first = max(1, event.line - EXCERPT)
+        chunk = [line.rsplit("\r", 1)[-1] for line in lines[first - 1 : event.line + EXCERPT]]
+        report.excerpts[id(event)] = Excerpt(f"ev{number}", event.source, first, event.line, chunk)
+    roles = {e.source: "consequence" for e in diagnosis.consequences}
+    roles[diagnosis.cause.source] = "first cause"
+    for row in report.pods:
+        row.role = roles.get(row.name, "")
+        for event in [diagnosis.cause, *diagnosis.consequences]:
+            if event.source == row.name and event.at:
+                from helm_nemo.status.progress import parse_stamp
+
+                when = parse_stamp(event.at)
+                if when is not None:
+                    row.marks.append((when, "cause" if event is diagnosis.cause else "consequence", event.klass))
+                    row.rank = row.rank or event.rank
+                    row.node = row.node or event.node
+
+
+def _recipe(report: Report, run: RunInputs | None) -> None:
+    if run is None:
+        return
+    labels = {
+        "model_flops": "model FLOPs per sample",
+        "batch_size": "global batch size",
+        "gpus": "GPUs",
+        "accelerator": "accelerator",
+        "precision": "precision",
+        "peak_tflops": "peak TFLOPS/GPU",
+    }
+    for key, item in run.inputs.items():
+        report.recipe.append(RecipeRow(labels.get(key, key), str(item.value), item.origin))
+    names = run.names or {}
+    if names.get("model"):
+        report.recipe.append(RecipeRow("model", str(names["model"]), str(names.get("model_source", ""))))
+    if names.get("seq_len"):
+        report.recipe.append(RecipeRow("sequence length", str(names["seq_len"])))
+    if run.max_steps:
+        report.recipe.append(RecipeRow("max steps", str(run.max_steps), run.max_steps_origin))
+
+
+def _checks(report: Report, paths: list[str]) -> None:
+    """The checks of `helm nemo preflight -o json` (and `--nccl`) documents the user saved."""
+    import json
+
+    from helm_nemo.user_errors import Problem, UserError
+
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except OSError as err:
+            raise UserError(
+                Problem(
+                    path,
+                    None,
+                    None,
+                    "$",
+                    f"cannot read: {err.strerror or err}",
+                    hint="give the file of `helm nemo preflight … -o json > FILE`",
+                )
+            ) from None
+        except json.JSONDecodeError as err:
+            raise UserError(
+                Problem(
+                    path,
+                    err.lineno,
+                    err.colno,
+                    "$",
+                    f"not JSON: {err.msg}",
+                    hint="give the output of `helm nemo preflight … -o json`",
+                )
+            ) from None
+        checks = document.get("checks") if isinstance(document, dict) else None
+        if not isinstance(checks, list):
+            raise UserError(
+                Problem(
+                    path,
+                    None,
+                    None,
+                    "$.checks",
+                    "no list of checks",
+                    hint="expected the JSON document "
+                    '`helm nemo preflight -o json` prints: {"checks": [{"id", "verdict", "message"}…]}',
+                )
+            )
+        for index, check in enumerate(checks):
+            if not isinstance(check, dict) or "id" not in check:
+                raise UserError(
+                    Problem(
+                        path,
+                        None,
+                        None,
+                        f"$.checks[{index}]",
+                        "a check without an id",
+                        hint='expected {"id", "verdict", "message"}',
+                    )
+                )
+            report.checks.append(
+                Check(str(check["id"]), str(check.get("verdict", "")), str(check.get("message", "")), path)
+            )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# On the cluster
+
+
+class Recorder:
+    """A KubeClient seen through: every list's items kept by path, so the report reuses status's lists."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.namespace = client.namespace
+        self.lists: dict[str, list[dict[str, Any]]] = {}
+
+    def list(self, path: str, query: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        items = self.client.list(path, query)
+        self.lists.setdefault(path.rsplit("/", 1)[-1], []).extend(items)
+        return items
+
+    def text(self, path: str, query: dict[str, Any] | None = None) -> str:
+        return self.client.text(path, query)
+
+
+def from_cluster(
+    client: KubeClient,
+    release: str,
+    *,
+    run: RunInputs | None = None,
+    preflight: list[str] | None = None,
+    now: datetime | None = None,
+) -> Report:
+    """The report of one release on the cluster."""
+    from helm_nemo.status import cluster
+    from helm_nemo.status.verdict import verdict
+
+    now = now or datetime.now(UTC)
+    recorder = Recorder(client)
+    status = cluster.read_statuses(recorder, client.namespace, [release], {release: run} if run else None, now=now)[0]  # type: ignore[arg-type]
+    report = Report(title=f"{release} ({client.namespace})", generated=now, source="cluster")
+    report.notes += status.notes
+    report.recipe.append(RecipeRow("verdict", verdict(status).line))
+    texts = dict(status.texts)
+    full = ""
+    if status.rank0 is not None and status.progress is not None:
+        pod = next((p for p in recorder.lists.get("pods", []) if p["metadata"]["name"] == status.rank0), None)
+        query = {"timestamps": "true"}
+        container = cluster.main_container(pod or {})
+        if container:
+            query["container"] = container
+        full = client.text(cluster.LOG.format(ns=client.namespace, pod=status.rank0), query)  # the whole log
+    series = from_text(status.rank0 or "", full) if full else None
+    if full:
+        texts[status.rank0 or ""] = full
+    _curves(report, series, full, run)
+    pods = [p for p in recorder.lists.get("pods", []) if _instance(p) == release]
+    ranked = cluster.rank_pods(pods)
+    chosen = {id(p) for p in ranked}
+    report.pods = [_pod_row(p) for p in ranked] + [_pod_row(p) for p in pods if id(p) not in chosen]
+    by_name = {row.name: row for row in report.pods}
+    if series is not None and series.points and status.rank0 in by_name:
+        by_name[status.rank0].first_step = series.points[0].at
+    for name, text in texts.items():
+        if name in by_name:
+            by_name[name].last_line = _last_time(text)
+    if status.diagnosis is not None:
+        _verdict(report, status.diagnosis, texts)
+    report.events = _run_events(recorder, release, status)
+    _cluster_recipe(report, recorder, release, pods)
+    _recipe(report, run)
+    _checks(report, preflight or [])
+    return report
+
+
+def _instance(obj: dict[str, Any]) -> str:
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/instance") or "")
+
+
+def _time(text: str | None) -> datetime | None:
+    from helm_nemo.status.conditions import parse_time
+
+    return parse_time(text)
+
+
+def _pod_row(pod: dict[str, Any]) -> PodRow:
+    from helm_nemo.status.pods import pod_rank
+
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    rank = pod_rank(pod)
+    row = PodRow(meta.get("name", ""), rank="" if rank is None else str(rank), node=spec.get("nodeName") or "")
+    row.created = _time(meta.get("creationTimestamp"))
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            row.scheduled = _time(condition.get("lastTransitionTime"))
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            row.marks.append(
+                (
+                    _time(condition.get("lastTransitionTime")) or row.created or datetime.now(UTC),
+                    "evicted",
+                    f"{condition.get('reason', '')}: {condition.get('message', '')}".strip(": "),
+                )
+            )
+    statuses = status.get("containerStatuses") or []
+    main = pod.get("metadata", {}).get("annotations", {}).get("kubectl.kubernetes.io/default-container")
+    chosen = next((c for c in statuses if c.get("name") == (main or "workload")), statuses[0] if statuses else None)
+    if chosen is not None:
+        row.restarts = int(chosen.get("restartCount") or 0)
+        state = chosen.get("state") or {}
+        running, term = state.get("running"), state.get("terminated")
+        if running:
+            row.started = _time(running.get("startedAt"))
+        if term:
+            from helm_nemo.status.pods import SIGNALS
+
+            row.started = _time(term.get("startedAt"))
+            row.finished = _time(term.get("finishedAt"))
+            code = term.get("exitCode")
+            row.exit_code = code if isinstance(code, int) else None
+            row.signal = str(term.get("signal") or (SIGNALS.get(code) if isinstance(code, int) else "") or "")
+            row.reason = term.get("reason") or ""
+    if status.get("reason") == "Evicted":
+        row.reason = "Evicted"
+        row.marks.append(
+            (
+                row.finished or row.started or row.created or datetime.now(UTC),
+                "evicted",
+                str(status.get("message") or ""),
+            )
+        )
+    return row
+
+
+def _run_events(recorder: Recorder, release: str, status: Any) -> list[RunEvent]:
+    """Kueue's admission and eviction (preemption) from the Workload's conditions, the JobSet's restarts, and
+    the warning events of the release's objects."""
+    from helm_nemo.status.conditions import conditions
+
+    out: list[RunEvent] = []
+    for workload in recorder.lists.get("workloads", []):
+        name = (workload.get("metadata") or {}).get("name", "")
+        for cond in conditions(workload).values():
+            if cond.type in ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished") and cond.true:
+                kind = {"QuotaReserved": "quota reserved", "Admitted": "admitted"}.get(cond.type, cond.type.lower())
+                out.append(RunEvent(_time(cond.time), f"Kueue {kind}", name, f"{cond.reason}: {cond.message}"))
+    for jobset in recorder.lists.get("jobsets", []):
+        if _instance(jobset) != release:
+            continue
+        restarts = int((jobset.get("status") or {}).get("restarts") or 0)
+        for cond in conditions(jobset).values():
+            if cond.true and cond.type in ("Failed", "Completed", "Suspended", "StartupPolicyCompleted"):
+                out.append(
+                    RunEvent(
+                        _time(cond.time),
+                        f"JobSet {cond.type.lower()}",
+                        jobset["metadata"]["name"],
+                        f"{cond.reason}: {cond.message}".strip(": "),
+                    )
+                )
+        if restarts:
+            out.append(RunEvent(None, "JobSet restarts", jobset["metadata"]["name"], f"{restarts} restart(s)"))
+    for event in status.events:
+        when = _time(event.at)
+        out.append(RunEvent(when, "warning", f"{event.kind} {event.name}", f"{event.reason}: {event.message}"))
+    return sorted(out, key=lambda e: (e.at is None, e.at or datetime.min.replace(tzinfo=UTC)))
+
+
+def _cluster_recipe(report: Report, recorder: Recorder, release: str, pods: list[dict[str, Any]]) -> None:
+    """The release, its chart and version (the charts' helm.sh/chart label), the accelerator and GPUs."""
+    owners = [o for o in recorder.lists.get("jobsets", []) + recorder.lists.get("jobs", []) if _instance(o) == release]
+    labels = ((owners[0] if owners else (pods[0] if pods else {})).get("metadata") or {}).get("labels") or {}
+    report.recipe.insert(0, RecipeRow("release", release, f"namespace {report.title.rsplit('(', 1)[-1].rstrip(')')}"))
+    if labels.get("helm.sh/chart"):
+        report.recipe.insert(1, RecipeRow("chart", labels["helm.sh/chart"], "label helm.sh/chart"))
+    gpus = 0
+    accelerators = set()
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        for container in spec.get("containers") or []:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            gpus += int(str(limits.get("nvidia.com/gpu", "0")) or 0)
+        selector = spec.get("nodeSelector") or {}
+        for key in ("cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type", "nvidia.com/gpu.product"):
+            if key in selector:
+                accelerators.add(f"{selector[key]} ({key})")
+    report.recipe.append(RecipeRow("pods", str(len(pods))))
+    if gpus:
+        report.recipe.append(RecipeRow("GPUs requested", str(gpus), "the pods' nvidia.com/gpu limits"))
+    for accelerator in sorted(accelerators):
+        report.recipe.append(RecipeRow("accelerator", accelerator, "the pods' nodeSelector"))
