@@ -27,6 +27,7 @@ def test_every_signature_has_a_class_a_role_a_title_and_a_hint():
     classes = {"cuda-oom", "host-oom", "segfault", "abort", "nccl-timeout", "worker-exit", "rendezvous"}
     classes |= {"nccl-error", "nan-loss", "disk-full", "data-missing", "gpu-lost", "cuda-error", "bus-error"}
     classes |= {"import-error", "python-exception", "data-prep", "terminated", ""}
+    classes |= {"stopped", "stall", "fabric", "checkpoint", "network", "config", "data-error"}
     for sig in lines.signatures():
         assert sig.klass in classes, sig.id
         assert sig.title and sig.hint, sig.id

@@ -51,3 +51,47 @@ def test_every_multi_file_case_names_the_first_failing_file(table):
 def test_docs_show_the_current_table(table):
     shown = corpus.shown_table(ROOT.parent.parent.parent / "docs" / "status.md")
     assert shown == table.markdown().strip(), "run: python scripts/diagnosis_table.py (docs/status.md is stale)"
+
+
+HELDOUT = ROOT / "heldout"
+NEW_CLASSES = ("stopped", "fabric", "checkpoint", "network", "config", "data-error")
+
+
+def test_the_heldout_split_is_frozen():
+    """heldout/ holds exactly the cases FROZEN.txt listed on the day it was frozen (issue 39): none added, none
+    taken out to flatter the figure."""
+    listed = [
+        line.strip()
+        for line in (HELDOUT / "FROZEN.txt").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert len(listed) >= 40
+    assert sorted(listed) == sorted(p.name for p in HELDOUT.iterdir() if p.is_dir())
+
+
+def test_heldout_accuracy(table):
+    held = corpus.Table([o for o in table.outcomes if (HELDOUT / o.case).is_dir()])
+    assert len(held.failures) >= 40
+    assert held.accuracy >= 0.90, held.markdown()
+    assert held.healthy_called_failed == []
+
+
+def test_every_new_class_has_five_real_examples(table):
+    for name in NEW_CLASSES:
+        assert sum(o.truth == name for o in table.outcomes) >= 5, name
+
+
+def test_the_corpus_comes_from_many_projects():
+    """≥ 150 public excerpts from ≥ 15 projects (the repository of each thread)."""
+    import re
+
+    import yaml
+
+    public = [p for p in CASES if p.parent.name in ("public", "holdout", "heldout")]
+    projects = set()
+    for folder in public:
+        source = yaml.safe_load((folder / "case.yaml").read_text(encoding="utf-8"))["source"]
+        found = re.match(r"https://github\.com/([^/]+/[^/#]+)", source)
+        projects.add(found.group(1).lower() if found else source.split("/")[2])
+    assert len(public) >= 150
+    assert len(projects) >= 15

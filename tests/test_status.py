@@ -780,7 +780,7 @@ def test_evicted_pod_fails_the_run(cluster, values_file):
     code, out = nemo(cluster, "status", RELEASE)
     assert code == 1
     assert out.splitlines()[0].startswith(
-        f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-1-abcde (rank 1) host-oom at 10:00: evicted: The node "
+        f"{RELEASE} ({S.NS}): Failed: pod {RELEASE}-workload-0-1-abcde (rank 1) stopped at 10:00: evicted: The node "
         "was low on resource: memory."
     ), out
 

@@ -29,6 +29,7 @@ class Event:
     pos: int = 0  # character offset in the text (for "did training go on after it")
     why: str = ""  # why it is not the cause (a consequence, training went on after it)
     chained: bool = False  # a Python exception another one was raised while handling
+    raised_in: str = ""  # a Python exception: the innermost frame (`torch.serialization (serialization.py:12 in load)`)
 
     @property
     def fatal(self) -> bool:
@@ -47,6 +48,8 @@ class Event:
             "at": self.at or None,
             "text": self.text,
         }
+        if self.raised_in:
+            out["raised_in"] = self.raised_in
         if self.why:
             out["why"] = self.why
         return out

@@ -15,19 +15,36 @@ from pathlib import Path
 DATA = Path(__file__).with_name("signatures.yaml")
 ROLES = ("cause", "weak", "consequence", "warning")
 
-# `kubectl logs --timestamps`: RFC 3339 with nanoseconds, a space, the line
-_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) ")
-# launcher prefixes that say which process wrote the line: torchrun --tee `[default3]:`, torch's `[rank3]:`,
-# srun --label `3: `, several in a row
-_STREAM = re.compile(r"^(?:\[(?:default|rank|local_rank|Rank )?\d+\]:? ?|\d{1,5}: )+")
+# `kubectl logs --timestamps`: RFC 3339 with nanoseconds, a space, the line; after `kubectl logs --prefix`'s
+# `[pod/NAME/CONTAINER] ` when both are given; a node's CRI log file (/var/log/pods) adds the stream and a tag
+_STAMP = re.compile(
+    r"(?:\[pod/[^\]\s]+\] )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) (?:std(?:out|err) [FP] )?"
+)
+# What launchers and log shippers put before the line a process wrote, several in a row (docs/status.md lists them):
+#   torchrun --tee `[default3]:`, torch's `[rank3]:`, srun --label `3: `, mpirun --tag-output `[1,3]<stderr>:`,
+#   Ray / SkyPilot `(head, rank=0, pid=4773) ` `(worker1, rank=1, pid=8, ip=10.0.0.2) ` `(RayTrainWorker pid=9) `
+#   (with the colour codes Ray puts around them), `kubectl logs --prefix` `[pod/NAME/CONTAINER] `
+_STREAM = re.compile(
+    r"^(?:\[(?:default|rank|local_rank|Rank )?\d+\]:? ?"
+    r"|\d{1,5}: "
+    r"|\[\d+,\d+\]<std(?:out|err|diag)>: ?"
+    r"|\((?:[\w.:+-]+,? )?(?:rank=\d+, )?pid=\d+(?:, ip=[^)\s]+)?\) ?"
+    r"|\[pod/[^\]\s]+\] "
+    r"|\x1b\[[\d;]*m ?)+"
+)
 _WARN_LEVEL = re.compile(
     r"^\s*(?:\[?W\d{4} \d\d:|\[W[ \d]|W\d{4} )|\bWARNING\b|\[WARN(?:ING)?\]|\bNCCL WARN\b|Warning: |\w+Warning\b"
 )
 _RANKS = (
     re.compile(r"^\[(?:rank|default)(\d+)\]:"),
+    re.compile(r"^\[\d+,(\d+)\]<std"),
+    re.compile(r"^(?:\x1b\[[\d;]*m)?\([^)]*\brank=(\d+)\b"),
+    re.compile(r"^(\d{1,5}): "),
     re.compile(r"\[(?:PG[^\]]*?)?Rank (\d+)\]"),
     re.compile(r"\brank\s*[:=]?\s*(\d+)\b", re.I),
 )
+# Ray's note that it folded identical lines of several workers into one
+_REPEATED = re.compile(r" \[repeated \d+x across cluster\]$")
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,8 @@ class Signature:
     hint: str
     warned: bool = False  # fatal even on a warning-level line
     lasting: bool = False  # the cause even when training steps follow it
+    generic: bool = False  # without times across logs, a specific class elsewhere comes first
+    detail: str = ""  # meanings.DETAILS: what the line's number means
 
     @property
     def fatal(self) -> bool:
@@ -68,6 +87,8 @@ def signatures() -> tuple[Signature, ...]:
                 item.get("hint", ""),
                 "warned" in flags,
                 "lasting" in flags,
+                "generic" in flags,
+                item.get("detail") or "",
             )
         )
     return tuple(out)
@@ -113,7 +134,10 @@ def stream(line: str) -> tuple[str, str]:
     found = _STREAM.match(line)
     if not found:
         return "", line
-    return found.group(0), line[found.end() :]
+    rest = line[found.end() :]
+    if rest.endswith("cluster]"):
+        rest = _REPEATED.sub("", rest)
+    return found.group(0), rest
 
 
 def body(line: str) -> str:

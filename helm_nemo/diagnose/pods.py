@@ -28,9 +28,8 @@ def events(problems: list[PodProblem]) -> list[Event]:
         sig_id = ""
         if problem.reason == "OOMKilled":
             sig_id = "host-oom-killer"
-        elif problem.reason == "Evicted":
-            words = problem.words.lower()
-            sig_id = "host-oom-killer" if "memory" in words else "disk-full" if "storage" in words else ""
+        elif problem.reason in ("Evicted", "Preempted", "Preempting", "DeadlineExceeded"):
+            sig_id = "k8s-stopped"  # stopped from outside: the kubelet (node pressure), the scheduler, a drain
         elif problem.exit_code in EXIT_CODES:
             sig_id = EXIT_CODES[problem.exit_code]
         sig = by_id.get(sig_id)

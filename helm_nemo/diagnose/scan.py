@@ -10,11 +10,12 @@ summary is read as a whole (the root cause's exit code and exception, the others
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from helm_nemo.diagnose import lines as L
 from helm_nemo.diagnose import steps as S
-from helm_nemo.diagnose import torchrun, tracebacks
+from helm_nemo.diagnose import meanings, raisers, torchrun, tracebacks
 from helm_nemo.diagnose.events import Event, SourceScan
 
 TYPE_CHECKING = False
@@ -104,11 +105,16 @@ def scan(text: str, source: str, *, node: str = "", base: Path | None = None) ->
 def _event(out: SourceScan, sig: L.Signature, line: Line, text: str | None = None, **extra: str) -> Event:
     at, rest = L.stamp(line[2])
     shown = (text if text is not None else rest).strip()
+    title = sig.title
+    if sig.detail:
+        said = meanings.DETAILS[sig.detail](shown)
+        if said:
+            title = f"{title}: {said}"
     event = Event(
         sig.id,
         sig.klass,
         sig.role,
-        sig.title,
+        title,
         sig.hint,
         out.source,
         line[1],
@@ -118,41 +124,101 @@ def _event(out: SourceScan, sig: L.Signature, line: Line, text: str | None = Non
         extra.get("node") or out.node,
         line[0],
     )
+    if extra.get("raised_in"):
+        event.raised_in = extra["raised_in"]
     out.events.append(event)
     return event
 
 
+# classes NCCL only WARNs about before it returns an error (no retry follows): fatal on an `NCCL WARN` line
+NCCL_FATAL = ("cuda-oom", "fabric", "nccl-error", "gpu-lost", "cuda-error", "bus-error", "disk-full")
+
+
+# a line of Python source shown in a traceback (`    raise RuntimeError(f"… not divisible …")`) or a frame of
+# rich's boxed traceback (`│ ❱ 891 │ …`): it names an error the program may raise, not one it raised
+_SOURCE = re.compile(r"^\s+(raise|assert)\b|^\s*[│╭╰┃❱]")
+
+
 def _plain(out: SourceScan, reader: _Text, line: Line, at: str, own: str, body: str) -> None:
+    if _SOURCE.match(body) or " NCCL INFO " in body:
+        return  # source code, or NCCL's informational lines (its error-return trail is read with the WARN before it)
     name = L.exception_name(body)
     sig = L.match(body)
     if sig is None and not name:
         return
+    frames: list[tuple[str, int, str]] = []
+    source = ""
+    if name:
+        frames, source = _frames_before(reader, line, own)
     if sig is None:
-        sig = PYTHON_EXCEPTION
+        rule = raisers.classify(frames, name, body, source)
+        sig = raisers.as_signature(rule) if rule is not None else unknown(body, frames)
     elif sig.id == "abort":
         named = _what(reader, line)
         if named is not None:
             what_line, what_sig = named
             _event(out, what_sig, what_line)
             return
+    if "NCCL WARN" in body and sig.role == "weak" and sig.klass == "nccl-error" and sig.id != "nccl-warn":
+        # a peer gone, as NCCL warns of it (`Call to send … failed : Connection reset by peer`): NCCL's own line,
+        # still only what a peer's failure looks like from here
+        _event(out, replace(L.by_id()["nccl-warn"], id=sig.id, title=sig.title, hint=sig.hint), line)
+        return
     if sig.id == "nccl-warn":
-        trail = _nccl_trail(reader, body)
+        trail = _nccl_trail(reader, body, line)
         if trail is not None:
-            _event(out, trail, line)
+            _nccl_event(out, reader, trail, line)
             return
     if sig.klass == "nccl-error":
         detail = _last_error(reader, line)
         if detail is not None:
             _detailed(out, sig, detail)
             return
+    nccl_fatal = "NCCL WARN" in body and sig.role == "cause" and sig.klass in NCCL_FATAL
+    if nccl_fatal:
+        _nccl_event(out, reader, sig, line)
+        return
     if L.warning_level(body) and not sig.warned and sig.role != "consequence":
-        sig = L.Signature(sig.id, sig.klass, "warning", sig.pattern, sig.title, sig.hint)
+        sig = replace(sig, role="warning")
+    if sig.id == "xid" and not meanings.xid_is_hardware(body):
+        # an application Xid (13, 31, 43, 45) follows the program's own fault: a hardware Xid or the program's
+        # error is the first cause before it
+        sig = replace(sig, role="weak")
     if sig.id in SIGNAL_IDS and "received by PID" not in body:
         said = _signal_line(reader, line)
         if said is not None:
             _event(out, sig, said, f"{body.strip()} / {L.stamp(said[2])[1].strip()}")
             return
-    _event(out, sig, line)
+    _event(out, sig, line, raised_in=raisers.where(frames))
+
+
+MAX_HEADLESS = 200  # lines read back for the frames of a traceback pasted without its header
+
+
+def _frames_before(reader: _Text, line: Line, own: str) -> tuple[list[tuple[str, int, str]], str]:
+    """The frames just above an exception line outside a read traceback (pasted without its `Traceback …` line):
+    the `File "…", line N, in f` lines of the same launcher prefix, outermost first, and the innermost's source."""
+    text, frames, source = reader.text, [], ""
+    end = line[0] - 1
+    for _ in range(MAX_HEADLESS):
+        if end <= 0:
+            break
+        start = text.rfind("\n", 0, end) + 1
+        raw = text[start:end]
+        end = start - 1
+        prefix, body = L.stream(L.stamp(raw)[1])
+        if prefix.strip() != own.strip():
+            continue
+        stripped = body.strip()
+        frame = tracebacks.FRAME.match(stripped)
+        if frame:
+            frames.append((frame.group(1), int(frame.group(2)), frame.group(3) or ""))
+        elif stripped and not body[:1].isspace() and not stripped.startswith(tracebacks.CHAINED):
+            break  # not a frame nor its source: the traceback starts below
+        elif stripped and not frames and not set(stripped) <= set("^~ "):
+            source = stripped
+    frames.reverse()
+    return frames, source
 
 
 SIGNAL_IDS = ("sigkill", "segfault", "abort", "bus-error", "survivor-sigterm")
@@ -191,18 +257,33 @@ def _signal_line(reader: _Text, line: Line) -> Line | None:
     return None
 
 
-def _nccl_trail(reader: _Text, body: str) -> L.Signature | None:
-    """An `NCCL WARN` in a log with NCCL's error-return trail (`NCCL INFO init.cc:519 -> 2`) is an NCCL error
-    (named by what the warning says when it names a class: `Cuda failure 'out of memory'`)."""
+TRAIL_WINDOW = 4000  # characters after an `NCCL WARN` line where its error-return trail is looked for
+
+
+def _nccl_trail(reader: _Text, body: str, line: Line) -> L.Signature | None:
+    """An `NCCL WARN` followed by NCCL's error-return trail (`NCCL INFO init.cc:519 -> 2`: the error being returned
+    up) is an NCCL error (named by what the warning says when it names a class: `Cuda failure 'out of memory'`)."""
     if reader.trail is None:
         reader.trail = _TRAIL.search(reader.text) is not None
     if not reader.trail:
         return None
+    end = line[0] + len(line[2])
+    if not _TRAIL.search(reader.text, end, end + TRAIL_WINDOW):
+        return None
     said = L.match(body.split("NCCL WARN", 1)[1])
     if said is not None and said.role == "cause" and said.id != "nccl-warn":
-        return L.Signature(said.id, said.klass, "cause", said.pattern, said.title, said.hint, True)
+        return replace(said, role="cause", warned=True)
     base = L.by_id()["nccl-error"]
-    return L.Signature("nccl-warn-error", base.klass, "cause", base.pattern, base.title, base.hint, True)
+    return replace(base, id="nccl-warn-error", warned=True)
+
+
+def _nccl_event(out: SourceScan, reader: _Text, sig: L.Signature, line: Line) -> Event:
+    """An NCCL error line, titled with the result NCCL returned (its `-> N` trail after the line), when it has one."""
+    event = _event(out, sig, line)
+    result = meanings.trail_code(reader.text, line[0] + len(line[2]))
+    if result and result.split(" ", 1)[0] not in event.title:
+        event.title = f"{event.title} (NCCL returned {result})"
+    return event
 
 
 def _what(reader: _Text, line: Line) -> tuple[Line, L.Signature] | None:
@@ -221,22 +302,40 @@ def _traceback(out: SourceScan, reader: _Text, line: Line, base: Path | None) ->
     found = tracebacks.read(line, reader.after(line))
     previous: Event | None = None
     for raised in found.raised:
-        sig = L.match(raised.message) or PYTHON_EXCEPTION
+        sig = L.match(raised.message) or named(raised)
         raised_line = (raised.pos, raised.number, raised.raw)
         detail = _last_error(reader, raised_line) if "Last error:" in raised.message else None
         if detail is not None:
             event = _detailed(out, sig, detail)
         else:
-            event = _event(out, sig, raised_line, L.stamp(raised.raw)[1])
+            event = _event(out, sig, raised_line, L.stamp(raised.raw)[1], raised_in=raisers.where(raised.frames))
         if previous is not None and previous.chained:
             # a chain: the specific exception names the cause; a generic one beside it is its consequence
-            if previous.signature == "python-exception" and sig is not PYTHON_EXCEPTION:
+            if previous.klass == "python-exception" and sig.klass != "python-exception":
                 previous.role, previous.why = "consequence", "chained with a more specific exception"
-            elif sig is PYTHON_EXCEPTION or event.role == "consequence":
+            elif sig.klass == "python-exception" or event.role == "consequence":
                 event.role, event.why = "consequence", "raised while handling the exception before it"
         event.chained = raised.chained
         previous = event
     return found.end
+
+
+def named(raised: tracebacks.Raised) -> L.Signature:
+    """An exception no signature names: classed by where it was raised (raisers.py), else a Python exception titled
+    by its own type and message."""
+    rule = raisers.classify(raised.frames, raised.name, raised.message, raised.source)
+    if rule is not None:
+        return raisers.as_signature(rule)
+    return unknown(raised.message, raised.frames)
+
+
+def unknown(message: str, frames: list[tuple[str, int, str]] | None = None) -> L.Signature:
+    """A Python exception titled by what it says: `KeyError: 'iteration' (raised in megatron.training.checkpointing)`."""
+    title = raisers.headline(message) or PYTHON_EXCEPTION.title
+    where = raisers.where(frames or [])
+    if where:
+        title += f" (raised in {where.split(' ', 1)[0]})"
+    return replace(PYTHON_EXCEPTION, title=title)
 
 
 def _summary(out: SourceScan, reader: _Text, line: Line, base: Path | None) -> int:
@@ -274,7 +373,7 @@ def _summary(out: SourceScan, reader: _Text, line: Line, base: Path | None) -> i
             if not message and failure.error_file:
                 message = torchrun.error_file_message(failure.error_file, base)
             if message:
-                sig = L.match(message) or PYTHON_EXCEPTION
+                sig = L.match(message) or unknown(message.strip().splitlines()[-1])
                 shown = message.strip().splitlines()[-1] if index < 0 else exception
             else:
                 sig = by_id["worker-exit"]

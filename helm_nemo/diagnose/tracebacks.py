@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only
 
     Line = tuple[int, int, str]  # (offset, line number, raw line)
 
-MAX_FRAMES = 600  # lines a traceback may span
+MAXFRAMES = 600  # lines a traceback may span
 MAX_MESSAGE = 8  # lines of an exception's message read after its first line
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 
@@ -34,6 +34,8 @@ class Raised:
     raw: str  # the line as read (kubelet time included)
     message: str  # the exception line and its continuation lines, joined
     chained: bool = False  # another traceback follows it in a chain
+    frames: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, function), outermost first
+    source: str = ""  # the innermost frame's source line (`assert args.batch_size % n == 0`)
 
 
 @dataclass
@@ -52,8 +54,11 @@ def read(first: Line, rest: Iterator[Line]) -> Traceback:
     in_frames = True
     pending: Raised | None = None
     message_left = 0
+    frames: list[tuple[str, int, str]] = []
+    source = ""
+    original = False  # inside the `Original Traceback` a DataLoader worker's re-raise carries in its message
     for count, (pos, number, raw) in enumerate(rest):
-        if count > MAX_FRAMES:
+        if count > MAXFRAMES:
             break
         own, body = L.stream(L.stamp(raw)[1])
         if own.strip() != prefix:
@@ -63,14 +68,31 @@ def read(first: Line, rest: Iterator[Line]) -> Traceback:
         stripped = body.strip()
         if in_frames:
             if not stripped or body[:1].isspace() or stripped.startswith(("Traceback", *CHAINED)):
+                frame = FRAME.match(stripped)
+                if frame:
+                    frames.append((frame.group(1), int(frame.group(2)), frame.group(3) or ""))
+                    source = ""
+                elif stripped and not source and not set(stripped) <= set("^~ "):
+                    source = stripped
                 continue  # a frame (`  File …`, its source line, `^^^^`)
-            name = L.exception_name(body) or _bare_name(stripped)
+            name = L.exception_name(body) or _bare_name(stripped) or _plain_name(stripped)
             if not name:
                 continue  # something else printed meanwhile
-            pending = Raised(name, pos, number, raw, stripped)
+            if original and pending is not None:
+                # the worker's own exception: its frames say where it was raised
+                pending.message += "\n" + stripped
+                pending.frames, pending.source = frames, source
+                original, in_frames, message_left = False, False, 0
+                out.end = pos + len(raw) + 1
+                continue
+            pending = Raised(name, pos, number, raw, stripped, frames=frames, source=source)
+            frames, source = [], ""
             out.raised.append(pending)
             in_frames, message_left = False, MAX_MESSAGE
             out.end = pos + len(raw) + 1
+            continue
+        if stripped.startswith("Original Traceback (most recent call last)") and pending is not None:
+            original, in_frames, frames = True, True, []
             continue
         # after an exception line: its message's continuation, then maybe a chained traceback
         if stripped.startswith(CHAINED):
@@ -91,6 +113,14 @@ def read(first: Line, rest: Iterator[Line]) -> Traceback:
             continue
         break
     return out
+
+
+FRAME = re.compile(r'^File "([^"]+)", line (\d+)(?:, in (\S+))?')
+
+
+def _plain_name(text: str) -> str:
+    """`Exception: message` ending a traceback (inside one, the bare base class names the exception)."""
+    return text.split(":", 1)[0] if text.startswith(("Exception:", "Error:")) else ""
 
 
 def _bare_name(text: str) -> str:

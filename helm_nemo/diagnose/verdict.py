@@ -17,7 +17,7 @@ from __future__ import annotations
 from helm_nemo.diagnose.events import TIERS, Diagnosis, Event, Hang, SourceScan, Steps
 from helm_nemo.diagnose.steps import went_on
 
-GENERIC = ("python-exception", "worker-exit")
+GENERIC = ("python-exception", "worker-exit", "stopped")
 KILLED_IN_TEARDOWN = "killed after another pod failed: the set stops the others (SIGKILL after the grace period)"
 
 
@@ -52,6 +52,8 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
 
     fatal.sort(key=key)
     cause = fatal[0] if fatal else None
+    if cause is not None and cause.signature == "nccl-error":
+        cause = _nccl_own_words(fatal, cause)
     consequences = []
     for event in sorted(fatal[1:], key=lambda e: (e.at, order[e.source], e.line)):
         if not event.why:
@@ -61,6 +63,28 @@ def decide(scans: list[SourceScan], extra: list[Event] | None = None, *, kind: s
     if cause is not None and cause.klass == "nccl-timeout":
         diagnosis.hang = behind(scans)
     return diagnosis
+
+
+NCCL_WARN_AFTER = 30  # lines: a launcher (Ray) may print a worker's NCCL WARN a little after the driver's exception
+
+
+def _nccl_own_words(fatal: list[Event], wrapper: Event) -> Event:
+    """torch's `NCCL error in: …` (DistBackendError, `unhandled cuda error`) after NCCL's own WARN in the same log:
+    the WARN says what failed (`failed to open CUDA IPC handle : 217 peer access is not supported`), the wrapper is
+    its consequence. A WARN a few lines after the wrapper counts too: launchers print workers' output late."""
+    said = [
+        e
+        for e in fatal
+        if "NCCL WARN" in e.text and e.source == wrapper.source and e.line <= wrapper.line + NCCL_WARN_AFTER
+    ]
+    if not said:
+        return wrapper
+    first = min(said, key=lambda e: e.pos)
+    first.role, first.why = "cause", ""
+    wrapper.role, wrapper.why = "consequence", "torch's report of the NCCL error NCCL warned of before it"
+    fatal.remove(first)
+    fatal.insert(0, first)
+    return first
 
 
 def _after_the_error(scans: list[SourceScan]) -> None:
