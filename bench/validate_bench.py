@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: validating 1,000 rendered documents with helm_nemo.validate (target <= 0.5 s).
+"""Benchmark: validating 1,000 rendered documents with helm_nemo.validate (the target a ratio, issue 41).
 
 The documents are the golden renders of every chart (tests/golden/**), repeated to 1,000: JobSets,
 Jobs, Deployments, DaemonSets, ConfigMaps, Services, PVs, a ComputeDomain, ... All are valid, which is
@@ -10,7 +10,10 @@ Figures (each the median of --rounds runs, every run in a fresh interpreter so n
             schema is included (what `helm nemo lint` pays once)
   warm      the same call again in the same process (schemas cached)
   parse     parsing the 1,000 documents from `helm template` text first (CSafeLoader), then validating warm
-`seconds` (compared with the target by bench/run.py) is the cold figure. The parsed schemas come from the
+  reference right after cold, in the same process: the golden files read again and parsed with yaml's
+            CSafeLoader alone (the distinct documents the 1,000 are made of: the same bytes, a fixed parser)
+`seconds` is the cold figure; `ratio` (the target, judged by bench/run.py) the median of the runs' ratios
+cold / reference. The parsed schemas come from the
 disk cache (helm_nemo.validate.schema_cache) where the environment puts it, filled by the first run;
 HELM_NEMO_CACHE_DIR= (empty) measures without it.
 
@@ -30,7 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = 0.5
+sys.path.insert(0, str(ROOT / "bench"))
+import reference
+
+TARGET = reference.target("validate")
 
 
 def one_run(documents: int) -> dict:
@@ -38,14 +44,22 @@ def one_run(documents: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from helm_nemo.validate import parse_documents, validate_manifests
 
-    texts = [p.read_text() for p in sorted((ROOT / "tests" / "golden").glob("**/*.yaml"))]
+    files = sorted((ROOT / "tests" / "golden").glob("**/*.yaml"))
+    texts = [p.read_text() for p in files]
     base = [d.data for text in texts for d in parse_documents(text)[0]]
     docs = (base * (documents // len(base) + 1))[:documents]
-    stream = "".join(texts * (documents // len(base) + 1))
+    repeat = documents // len(base) + 1
+    stream = "".join(texts * repeat)
 
     start = time.perf_counter()
     cold_problems = validate_manifests(docs)
     cold = time.perf_counter() - start
+    start = time.perf_counter()
+    import yaml
+
+    again = "".join(p.read_text() for p in files)
+    parsed_again = sum(1 for doc in yaml.load_all(again, Loader=yaml.CSafeLoader) if doc is not None)
+    reference_seconds = time.perf_counter() - start
     start = time.perf_counter()
     validate_manifests(docs)
     warm = time.perf_counter() - start
@@ -58,6 +72,8 @@ def one_run(documents: int) -> dict:
         "cold": cold,
         "warm": warm,
         "parse": parse,
+        "reference": reference_seconds,
+        "reference_documents": parsed_again,
         "problems": len(cold_problems),
         "kinds": kinds,
         "distinct": len(base),
@@ -90,8 +106,9 @@ def main() -> int:
     med = {key: statistics.median(r[key] for r in runs) for key in ("cold", "warm", "parse")}
     result = {
         "documents": args.documents,
-        "seconds": med["cold"],
-        "target": TARGET,
+        "samples": [r["cold"] for r in runs],
+        "reference_samples": [r["reference"] for r in runs],
+        **reference.judge(TARGET, [r["cold"] for r in runs], [r["reference"] for r in runs]),
         "cold": med["cold"],
         "warm": med["warm"],
         "parse_and_validate_warm": med["parse"],
@@ -107,8 +124,9 @@ def main() -> int:
         f"{os.cpu_count()} CPUs:"
     )
     print(
-        f"  cold (schemas loaded and compiled): {med['cold']:.3f} s  (target <= {TARGET} s) "
-        f"{'ok' if med['cold'] <= TARGET else 'MISSED'}"
+        f"  cold (schemas loaded and compiled): {med['cold']:.3f} s, reference (read + parse the golden YAML) "
+        f"{result['reference_seconds']:.3f} s: ratio {result['ratio']:.2f} (target <= {TARGET.limit}; "
+        f"{TARGET.absolute} s before issue 41: information) {'ok' if result['ok'] else 'MISSED'}"
     )
     print(f"  warm (schemas cached):              {med['warm']:.3f} s")
     print(f"  parse YAML + validate (warm):       {med['parse']:.3f} s")
