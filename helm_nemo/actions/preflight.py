@@ -65,14 +65,23 @@ def check_rendered(
     finally:
         client.close()
     given = settings(extra, os.environ)
-    target = {
+    target: dict[str, Any] = {
         "server": client.config.server,
         "context": client.config.context,
         "namespace": client.namespace,
         "kubeconfig": given.get("KUBECONFIG") or None,
         "releases": [p.release for p in plans],
     }
+    fit: dict[str, Any] = {p.release: p.fit.as_json() for p in plans if p.fit is not None}
+    if fit:
+        target["fit"] = fit
     return results, target
+
+
+def fit_lines(plans: list[ReleasePlan]) -> list[str]:
+    """Per training release, the per-GPU memory line validate computed (helm_nemo/fit): the same numbers as
+    `helm nemo fit`."""
+    return [f"fit [{plan.release}]: {plan.fit.memory_line()}" for plan in plans if plan.fit is not None]
 
 
 def fabric(
@@ -137,6 +146,8 @@ def run(
     if output == "json":
         out(report.as_json(results, target=target, code=code))
     else:
+        for line in fit_lines(plans):
+            err(line)
         out(report.text(results, header=header(plans, target), color=color))
     return code
 

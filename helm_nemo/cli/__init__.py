@@ -121,6 +121,7 @@ COMMANDS = {
     "version": "tools",
     "summary": "tools",
     "metrics": "tools",
+    "fit": "fit",
     "report": "report",
 }
 

@@ -44,7 +44,7 @@ __all__ = ["build_plans", "helm_values_json"]
 
 # Values sections read by other targets (helm_nemo.targets), never passed to helm: one values file serves
 # Kubernetes and Slurm.
-TARGET_SECTIONS = ("slurm",)
+TARGET_SECTIONS = ("slurm", "fit")  # fit: the memory check's mode (helm_nemo/fit/check.py)
 
 
 def _shape_problems(loaded: LoadedValues, data: dict[str, Any], prefix: tuple[Any, ...], real: RealPath) -> list[Any]:
@@ -178,6 +178,7 @@ def _plan_one(
             found = [p for p in found if p.json_path != "$.release"]
         else:
             found += _cross_field(loaded, merged, data, schema, name, release, real, prefix)
+            found += _fit(loaded, data, prefix, real, name, sections.get("fit"), plan)
         problems += found
         for legacy in legacy_keys(schema, data):
             line, _ = loaded.position(prefix + legacy)
@@ -226,6 +227,27 @@ def _cross_field(
 
     cross_field_problems(merged, schema, name, release_on_command_line=bool(release), add=add, user=data)
     return found
+
+
+def _fit(
+    loaded: LoadedValues,
+    data: dict[str, Any],
+    prefix: tuple[Any, ...],
+    real: Any,
+    name: str,
+    fit_section: Any,
+    plan: ReleasePlan,
+) -> list[Problem]:
+    """Megatron's layout rules and the memory verdict (helm_nemo/fit): errors here, warnings on the plan."""
+    from helm_nemo.fit.check import release_problems, section_problems
+    from helm_nemo.user_errors import Problem
+
+    line, column = loaded.position(real(("fit",)))
+    at = Problem(str(loaded.file_of(real(("fit",)))), line, column, "$.fit", "")
+    found = section_problems(fit_section, at)
+    errors, warnings, plan.fit = release_problems(loaded, data, prefix, real, name, fit_section)
+    plan.warnings += warnings
+    return found + errors
 
 
 def build_plans(

@@ -39,6 +39,7 @@ class ReleasePlan:
     # (`after:`, and `dataFrom:`), and the data-prep release whose outputs this training reads (`dataFrom:`).
     after: list[str] = field(default_factory=list)
     data_from: str | None = None
+    fit: Any = None  # helm_nemo/fit's FitReport of a training release (preflight shows it)
 
     def values_flags(self) -> str:
         """`--values A [--values B]`: how to name this plan's files again in a hint."""

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Benchmark: what helm_nemo.fit (Megatron's layout rules and the memory estimate) adds to `helm nemo validate`
+(issue 40: at most 20 ms).
+
+For each example of values/examples/ that trains (and the issue's refused layout, which also searches a layout
+that works), in a fresh interpreter:
+  cold   the first build_plans (what one `helm nemo validate` run pays: imports of helm_nemo.fit and its parts of
+         metrics included), with fit, minus the first build_plans of a fresh interpreter with fit left out
+  warm   the same difference for further calls in one process (the median of --repeat calls)
+`added_ms` is the largest cold difference over the examples, the figure to hold against the 20 ms.
+
+  .venv/bin/python bench/fit_bench.py [--rounds N] [--repeat N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_MS = 20.0
+ENV = {
+    "GCS_BUCKET": "test-bucket",
+    "KUEUE_NAME": "test-queue",
+    "PROJECT_ID": "test-project-1",
+    "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
+    "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com",
+    "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
+    "FSX_DNS_NAME": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+    "FSX_MOUNT_NAME": "abcdefgh",
+}
+EXAMPLES = (
+    "a3mega-gpt3-175b.yaml",  # a NeMo 1 config read with positions
+    "a3high-llama3-8b-jobset.yaml",  # a NeMo 2 recipe name and its defaults
+    "a3ultra-405b.yaml",  # a recipe file of three releases
+    "p4de-gpt3-5b.yaml",
+)
+
+
+def issue_layout(folder: Path) -> Path:
+    """The issue's refused layout (TP 1, PP 1, VP 12, micro batch 16): the rules fail and a working layout is searched."""
+    shutil.copy(ROOT / "values" / "examples" / "a3mega-gpt3-175b.yaml", folder / "values.yaml")
+    (folder / "configs").mkdir()
+    text = (ROOT / "values" / "examples" / "configs" / "gpt3-175b.yaml").read_text()
+    text = text.replace("tensor_model_parallel_size: 4", "tensor_model_parallel_size: 1")
+    text = text.replace("pipeline_model_parallel_size: 8", "pipeline_model_parallel_size: 1")
+    text = text.replace("micro_batch_size: 1\n", "micro_batch_size: 16\n")
+    (folder / "configs" / "gpt3-175b.yaml").write_text(text)
+    return folder / "values.yaml"
+
+
+def one_run(path: str, with_fit: bool, repeat: int) -> dict:
+    """Inside a fresh interpreter: the first build_plans and the median of `repeat` more, in ms."""
+    sys.path.insert(0, str(ROOT))
+    from helm_nemo.user_errors import UserError
+    from helm_nemo.values import plan
+
+    if not with_fit:
+        plan._fit = lambda *args, **kwargs: []  # type: ignore[assignment]
+
+    def once() -> float:
+        start = time.perf_counter()
+        try:
+            plan.build_plans(path, ENV)
+        except UserError:
+            pass  # the refused layout: the time to refuse it
+        return (time.perf_counter() - start) * 1000
+
+    first = once()
+    warm = statistics.median(once() for _ in range(repeat))
+    return {"first_ms": first, "warm_ms": warm}
+
+
+def fresh(path: Path, with_fit: bool, repeat: int) -> dict:
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(ROOT / 'bench')!r}); import fit_bench; "
+        f"print(json.dumps(fit_bench.one_run({str(path)!r}, {with_fit!r}, {repeat})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(rounds: int = 5, repeat: int = 20) -> dict:
+    """Per example: the medians over `rounds` fresh interpreters of the first and the warm build_plans, with and
+    without fit, and their differences."""
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [ROOT / "values" / "examples" / name for name in EXAMPLES] + [issue_layout(Path(tmp))]
+        for path in paths:
+            runs = {flag: [fresh(path, flag, repeat) for _ in range(rounds)] for flag in (True, False)}
+            cold = statistics.median(r["first_ms"] for r in runs[True]) - statistics.median(
+                r["first_ms"] for r in runs[False]
+            )
+            warm = statistics.median(r["warm_ms"] for r in runs[True]) - statistics.median(
+                r["warm_ms"] for r in runs[False]
+            )
+            name = "issue-40-refused-layout" if path.parent == Path(tmp) else path.stem
+            results[name] = {
+                "cold_added_ms": round(cold, 2),
+                "warm_added_ms": round(warm, 2),
+                "validate_ms_without_fit": round(statistics.median(r["first_ms"] for r in runs[False]), 2),
+            }
+    added = max(r["cold_added_ms"] for r in results.values())
+    return {
+        "name": "fit",
+        "added_ms": round(added, 2),
+        "target_ms": TARGET_MS,
+        "ok": added <= TARGET_MS,
+        "examples": results,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = measure(args.rounds, args.repeat)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for name, row in result["examples"].items():
+            print(
+                f"{name:32} +{row['cold_added_ms']:6.2f} ms cold, +{row['warm_added_ms']:6.2f} ms warm "
+                f"(validate without fit {row['validate_ms_without_fit']:.1f} ms)"
+            )
+        print(f"fit adds at most {result['added_ms']:.2f} ms to validate (target {TARGET_MS:.0f} ms)")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

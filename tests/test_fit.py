@@ -1,0 +1,347 @@
+"""helm nemo fit: Megatron's layout rules with file:line, the per-GPU memory estimate and its verdict, the memory
+check's modes, and the values files that must pass (every example; a file naming no model).
+
+The issue's own example (issue 40): values/examples/a3mega-gpt3-175b.yaml with TP 1, PP 1 (VP 12 kept) and micro
+batch 16 is refused by validate with file:line errors, and fit puts it at ~2 TiB per GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from helm_nemo.cli import main
+from helm_nemo.fit import layout as rules
+from helm_nemo.fit.check import reports_for_file
+from helm_nemo.fit.gpu import gpu_of
+from helm_nemo.fit.layout import RULES, Layout, broken_rules
+from helm_nemo.user_errors import UserError
+from helm_nemo.values.plan import build_plans
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "values" / "examples"
+ENV = {
+    "GCS_BUCKET": "test-bucket",
+    "KUEUE_NAME": "test-queue",
+    "PROJECT_ID": "test-project-1",
+    "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
+    "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com",
+    "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
+    "FSX_DNS_NAME": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+    "FSX_MOUNT_NAME": "abcdefgh",
+}
+
+
+def fit_cli(*args: str):
+    return CliRunner().invoke(main, ["fit", *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def issue_example(tmp_path: Path) -> Path:
+    """The issue's layout: the 175B example's config with TP 1, PP 1, micro batch 16 (VP 12 kept)."""
+    shutil.copy(EXAMPLES / "a3mega-gpt3-175b.yaml", tmp_path / "values.yaml")
+    (tmp_path / "configs").mkdir()
+    text = (EXAMPLES / "configs" / "gpt3-175b.yaml").read_text()
+    for old, new in (
+        ("tensor_model_parallel_size: 4", "tensor_model_parallel_size: 1"),
+        ("pipeline_model_parallel_size: 8", "pipeline_model_parallel_size: 1"),
+        ("micro_batch_size: 1\n", "micro_batch_size: 16\n"),
+    ):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (tmp_path / "configs" / "gpt3-175b.yaml").write_text(text)
+    return tmp_path / "values.yaml"
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+# -- the issue's example -------------------------------------------------------------------------------------------
+
+
+def test_issue_example_refused_by_validate_with_file_and_line(issue_example):
+    config = issue_example.parent / "configs" / "gpt3-175b.yaml"
+    with pytest.raises(UserError) as caught:
+        build_plans(issue_example, ENV)
+    by_path = {p.json_path: p for p in caught.value.problems}
+    vp = by_path["$.model.virtual_pipeline_model_parallel_size"]
+    assert (vp.file, vp.line, vp.column) == (str(config), _line_of(config, "virtual_pipeline_model_parallel"), 3)
+    assert "virtual pipeline size 12 with pipeline parallel size 1" in vp.message
+    assert "PP 1 (" in vp.message and "pipeline_model_parallel_size" in vp.message  # the other value, with its place
+    batch = by_path["$.model.global_batch_size"]
+    assert "16 × 256 = 4096" in batch.message
+    # the memory error too: far over, at the micro batch (activations are the biggest term)
+    memory = by_path["$.model.micro_batch_size"]
+    assert "does not fit" in memory.message and "--no-fit-error" in memory.message
+    # every hint names a layout that passes every rule
+    assert all(p.hint and "a layout that works: TP" in p.hint for p in (vp, batch))
+
+
+def test_issue_example_validate_cli_exit_2_nothing_sent(issue_example, monkeypatch):
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, ["validate", "-f", str(issue_example)], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "gpt3-175b.yaml:38:3: $.model.virtual_pipeline_model_parallel_size" in result.stderr
+    assert "Nothing was sent to helm." in result.stderr
+
+
+def test_issue_example_needs_terabytes_per_gpu(issue_example):
+    (report,) = reports_for_file(str(issue_example), env={})
+    assert report.gpu is not None and report.gpu.name == "H100"
+    terms = report.as_json()["per_gpu_gib"]
+    # 175 B parameters on one GPU: 2 (bf16) + 4 (fp32 main grads) bytes each, the optimizer sharded over DP 256
+    params = report.estimate.params
+    assert 174e9 < params < 176e9
+    assert terms["weights"] == pytest.approx(2 * params / 2**30, rel=1e-3)
+    assert terms["gradients"] == pytest.approx(4 * params / 2**30, rel=1e-3)
+    assert terms["optimizer"] == pytest.approx(12 * params / 256 / 2**30, rel=0.01)
+    assert 1500 < terms["total"] < 3000  # GiB: about 2 TiB (FP8 keeps the linear layers' inputs in one byte)
+    assert report.as_json()["fits"] is False and report.verdict.status == "does not fit"
+    # the issue's "about 3 TB for weights and optimizer state alone" is the 18 bytes per parameter of an optimizer
+    # that is not distributed (Megatron's theoretical figure without --use-distributed-optimizer)
+    from helm_nemo.fit.memory import estimate_layout, with_layout
+
+    plain = estimate_layout(with_layout(report.run, dist_optimizer=False), report.layout, report.gpu)
+    assert 2.8e12 < (plain.weights + plain.gradients + plain.optimizer) * 2**30 < 3.3e12
+
+
+def test_the_original_example_fits_and_passes():
+    (report,) = reports_for_file(str(EXAMPLES / "a3mega-gpt3-175b.yaml"), env={})
+    assert report.findings == [] and report.verdict.status == "fits"
+    assert 40 < report.estimate.total_gib < 80
+
+
+# -- every rule ------------------------------------------------------------------------------------------------------
+
+GOOD = Layout(
+    gpus=64,
+    tp=4,
+    pp=4,
+    vp=2,
+    cp=2,
+    sp=True,
+    micro_batch=1,
+    global_batch=64,
+    seq_len=8192,
+    num_layers=32,
+    heads=32,
+    query_groups=8,
+)
+MOE = replace(GOOD, experts=8, ep=4, etp=1, gpus=64)
+# rule id -> (a layout that breaks only that rule, its fix)
+BROKEN = {
+    "world-size": (replace(GOOD, gpus=48), replace(GOOD, gpus=64)),
+    "expert-world-size": (replace(MOE, ep=8, etp=4, gpus=32 * 2, pp=4, tp=2, cp=2), replace(MOE, ep=8, etp=2)),
+    "ep-needs-experts": (replace(GOOD, ep=2), GOOD),
+    "experts-per-ep": (replace(MOE, ep=16, gpus=64), replace(MOE, ep=8)),
+    "global-batch": (replace(GOOD, global_batch=101), replace(GOOD, global_batch=96)),
+    "heads-per-tp": (replace(GOOD, heads=30, query_groups=None), replace(GOOD, heads=32, query_groups=None)),
+    "query-groups-per-tp": (replace(GOOD, query_groups=6), replace(GOOD, query_groups=2)),
+    "layers-per-pp": (replace(GOOD, num_layers=30, vp=None), replace(GOOD, num_layers=28, vp=None)),
+    "layers-per-vp": (replace(GOOD, vp=3), replace(GOOD, vp=4)),
+    "vp-needs-pp": (replace(GOOD, pp=1, gpus=16, vp=2), replace(GOOD, pp=1, gpus=16, vp=None)),
+    "sp-needs-tp": (replace(GOOD, tp=1, gpus=16, sp=True), replace(GOOD, tp=1, gpus=16, sp=False)),
+    "seq-per-cp": (replace(GOOD, seq_len=8190), replace(GOOD, seq_len=8188)),
+    "seq-per-tp-with-sp": (replace(GOOD, seq_len=8196), replace(GOOD, seq_len=8200)),
+    "fp8-gpu": (replace(GOOD, fp8=True, gpu_fp8=False), replace(GOOD, fp8=False, gpu_fp8=False)),
+}
+
+
+def test_every_rule_has_a_case_and_a_megatron_source():
+    assert sorted(BROKEN) == sorted(rule.id for rule in RULES)
+    for rule in RULES:
+        assert rule.source.startswith("https://github.com/NVIDIA/"), rule.id
+        assert " " in rule.source, f"{rule.id}: the source names the function"
+
+
+def test_good_layout_breaks_nothing():
+    assert broken_rules(GOOD) == [] and broken_rules(MOE) == []
+
+
+@pytest.mark.parametrize("rule_id", sorted(BROKEN))
+def test_each_rule(rule_id):
+    broken, fixed = BROKEN[rule_id]
+    assert rule_id in broken_rules(broken)
+    assert rule_id not in broken_rules(fixed)
+
+
+def test_uneven_first_and_last_stages():
+    """Megatron's num_layers_in_first/last_pipeline_stage: the rest must split over the middle stages (and by VP)."""
+    base = replace(GOOD, num_layers=30, pp=4, vp=None, global_batch=64)
+    assert "layers-per-pp" in broken_rules(base)
+    assert broken_rules(replace(base, first_stage_layers=6, last_stage_layers=8)) == []  # 16 over 2 middle stages
+    assert "layers-per-pp" in broken_rules(replace(base, first_stage_layers=7, last_stage_layers=8))
+    assert replace(base, first_stage_layers=6, last_stage_layers=8).stage_layers() == [6, 8, 8, 8]
+    # with VP 2 every stage's count must split into 2 chunks
+    assert "layers-per-vp" in broken_rules(replace(base, vp=2, first_stage_layers=7, last_stage_layers=7))
+    # account_for_embedding/loss: the embedding and the loss count as a layer each (llama31_405b's recipe: 126 + 2)
+    llama = replace(GOOD, num_layers=126, pp=8, vp=2, gpus=512, global_batch=512, cp=4, tp=8)
+    assert "layers-per-pp" in broken_rules(llama)
+    assert broken_rules(replace(llama, account_embedding=True, account_loss=True)) == []
+
+
+def test_rule_messages_name_the_values_and_their_places(tmp_path):
+    config = tmp_path / "model.yaml"
+    config.write_text(
+        "model:\n  num_layers: 30\n  hidden_size: 4096\n  num_attention_heads: 32\n  encoder_seq_length: 4096\n"
+        "  tensor_model_parallel_size: 2\n  pipeline_model_parallel_size: 4\n  micro_batch_size: 1\n"
+        "  global_batch_size: 64\n"
+    )
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        "accelerator: a3mega\nchart: nemo-training\nrelease: gpt\nfiles:\n  nemo_config: model.yaml\n"
+        "workload:\n  gpus: 64\n  image: nvcr.io/nvidia/nemo:24.07\n"
+    )
+    (report,) = reports_for_file(str(values), env={})
+    (finding,) = report.findings
+    assert finding.rule.id == "layers-per-pp" and finding.severity == "error"
+    problem = finding.problem
+    assert (problem.file, problem.line, problem.json_path) == (str(config), 2, "$.model.num_layers")
+    assert "30 layers do not split over pipeline parallel size 4" in problem.message
+    assert f"PP 4 ({config}:7:3 $.model.pipeline_model_parallel_size)" in problem.message
+    # the suggested layout passes every rule on these GPUs
+    assert "a layout that works: TP" in problem.hint
+    assert report.verdict is None  # no estimate for a layout Megatron refuses first
+
+
+def test_hydra_override_and_launcher_flag_take_precedence(tmp_path):
+    """Overrides in workload.arguments beat the config; the error points at the override's list item."""
+    values = tmp_path / "values.yaml"
+    shutil.copytree(EXAMPLES / "configs", tmp_path / "configs")
+    text = (
+        (EXAMPLES / "a3mega-gpt3-175b.yaml")
+        .read_text()
+        .replace("  arguments: []", "  arguments:\n    - model.pipeline_model_parallel_size=5")
+    )
+    values.write_text(text)
+    (report,) = reports_for_file(str(values), env={})
+    ids = {f.rule.id: f.problem for f in report.findings}
+    assert set(ids) >= {"world-size", "layers-per-pp"}
+    world = ids["world-size"]
+    assert world.line == _line_of(values, "workload:") + 1  # gpus: blamed first, the override named in the text
+    assert f"PP 5 ({values}:{_line_of(values, 'pipeline_model_parallel_size=5')}" in world.message
+
+
+def test_fp8_refused_on_a100(tmp_path):
+    """p4de (A100) has no FP8: its profile has no fp8 peak. The same release with model.fp8=true is refused."""
+    shutil.copytree(EXAMPLES / "configs", tmp_path / "configs")
+    values = tmp_path / "values.yaml"
+    text = (EXAMPLES / "p4de-gpt3-5b.yaml").read_text()
+    assert text.count("          - trainer.max_steps=100\n") == 1
+    values.write_text(
+        text.replace(
+            "          - trainer.max_steps=100\n", "          - trainer.max_steps=100\n          - model.fp8=true\n"
+        )
+    )
+    assert gpu_of("p4de").fp8 is False and gpu_of("a3mega").fp8 is True
+    (before,) = reports_for_file(str(EXAMPLES / "p4de-gpt3-5b.yaml"), env={})
+    assert before.findings == []
+    (report,) = reports_for_file(str(values), env={})
+    (finding,) = report.findings
+    assert finding.rule.id == "fp8-gpu" and finding.problem.line == _line_of(values, "model.fp8=true")
+    assert "A100" not in finding.problem.message or "FP8" in finding.problem.message
+
+
+def test_recipe_defaults_are_notes_not_errors():
+    """llama31_405b's defaults (NeMo main: TP 8 × PP 8 × CP 4 = 256) do not divide the a4 example's 128 GPUs: a note
+    in fit (the image's NeMo decides), no error in validate."""
+    (report,) = reports_for_file(str(EXAMPLES / "a4-llama31-405b.yaml"), env={})
+    assert [f.severity for f in report.findings] == ["note"]
+    assert (
+        report.findings[0].rule.id == "world-size"
+        and "NeMo 2 recipe llama31_405b" in report.findings[0].problem.message
+    )
+    assert not report.failed
+    build_plans(EXAMPLES / "a4-llama31-405b.yaml", ENV)  # no error
+
+
+def test_nemo1_sequence_parallel_at_tp1_is_a_warning(issue_example):
+    (report,) = reports_for_file(str(issue_example), env={})
+    (sp,) = [f for f in report.findings if f.rule.id == "sp-needs-tp"]
+    assert sp.severity == "warning" and sp.problem.json_path == "$.model.sequence_parallel"
+
+
+# -- the memory check's modes ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def over_memory(tmp_path: Path) -> Path:
+    """A layout every rule accepts that cannot fit an 80 GB H100: the 175B config with micro batch 8."""
+    shutil.copy(EXAMPLES / "a3mega-gpt3-175b.yaml", tmp_path / "values.yaml")
+    (tmp_path / "configs").mkdir()
+    text = (
+        (EXAMPLES / "configs" / "gpt3-175b.yaml").read_text().replace("micro_batch_size: 1\n", "micro_batch_size: 8\n")
+    )
+    (tmp_path / "configs" / "gpt3-175b.yaml").write_text(text)
+    return tmp_path / "values.yaml"
+
+
+def test_memory_error_then_flag_and_value_make_it_a_warning(over_memory, monkeypatch):
+    (report,) = reports_for_file(str(over_memory), env={})
+    assert report.findings == [] and report.verdict.status == "does not fit"
+    result = fit_cli("--values", str(over_memory))
+    assert result.exit_code == 2 and "does not fit" in result.stdout
+    assert fit_cli("--values", str(over_memory), "--no-fit-error").exit_code == 0
+    monkeypatch.delenv("HELM_NEMO_FIT_MEMORY", raising=False)  # the flag sets it for its own run
+    with pytest.raises(UserError) as caught:
+        build_plans(over_memory, ENV)
+    (problem,) = caught.value.problems
+    assert problem.json_path == "$.model.micro_batch_size" and "fit: {memoryCheck: warn}" in problem.message
+    over_memory.write_text(over_memory.read_text() + "fit:\n  memoryCheck: warn\n")
+    (plan,) = build_plans(over_memory, ENV)
+    assert any("does not fit" in w for w in plan.warnings)
+    assert "fit" not in plan.values  # helm never sees it
+    assert fit_cli("--values", str(over_memory)).exit_code == 0
+
+
+def test_a_bad_fit_section_is_an_error(over_memory):
+    over_memory.write_text(over_memory.read_text() + "fit:\n  memoryCheck: maybe\n")
+    with pytest.raises(UserError) as caught:
+        build_plans(over_memory, ENV)
+    assert any(p.json_path == "$.fit" and "memoryCheck" in (p.expected or "") for p in caught.value.problems)
+
+
+def test_no_model_no_verdict_no_error():
+    path = EXAMPLES / "a3mega-nccl-test.yaml"
+    result = fit_cli("--values", str(path), "-o", "json")
+    assert result.exit_code == 0
+    (document,) = json.loads(result.stdout)
+    assert document["per_gpu_gib"] is None and document["fits"] is None and document["problems"] == []
+    assert any("no model" in note for note in document["notes"])
+    assert build_plans(path, ENV)[0].fit is None
+
+
+def test_json_shape(over_memory):
+    (document,) = json.loads(fit_cli("--values", str(over_memory), "-o", "json").stdout)
+    assert document["gpu"] == {"name": "H100", "memory_gib": 80.0}
+    terms = document["per_gpu_gib"]
+    assert set(terms) == {"weights", "gradients", "optimizer", "activations", "other", "total"}
+    assert terms["total"] == pytest.approx(sum(v for k, v in terms.items() if k != "total"), abs=0.05)
+    assert document["headroom_gib"] == pytest.approx(80 - terms["total"], abs=0.05)
+    assert document["fits"] is False and document["biggest"] == "activations"
+    assert document["would_fit_with"] and document["problems"] == []
+
+
+def test_every_example_passes():
+    """No example is refused and none is over its GPU: they are the layouts users copy."""
+    for example in sorted(EXAMPLES.glob("*.yaml")):
+        for plan in build_plans(example, ENV):
+            if plan.fit is not None and plan.fit.verdict is not None:
+                assert plan.fit.verdict.status != "does not fit", (example.name, plan.fit.memory_line())
+
+
+def test_what_would_fit_is_checked_by_the_rules(over_memory):
+    (report,) = reports_for_file(str(over_memory), env={})
+    for change in report.verdict.changes:
+        assert "GiB" in change
+    from helm_nemo.fit.suggest import suggest
+
+    works = suggest(report.run, report.layout, report.gpu)
+    assert works is not None and rules.broken_rules(works) == []
