@@ -86,4 +86,17 @@ if [ "${WITH_SLURM:-0}" = 1 ] && { ! command -v curl >/dev/null || ! command -v 
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends curl zstd >/dev/null
 fi
+# 7. Headless Chromium (Debian's chromium) for the report's browser tests (tests/test_report_browser.py), when asked;
+#    WITH_BROWSER defaults to WITH_SLURM, which make test sets. The tests skip, saying so, where it is missing.
+if [ "${WITH_BROWSER:-${WITH_SLURM:-0}}" = 1 ] && ! command -v chromium >/dev/null; then
+  echo "setup: installing Debian's chromium"
+  export DEBIAN_FRONTEND=noninteractive
+  log="$(mktemp)"
+  if { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >"$log" 2>&1; then
+    rm -f "$log"
+  else
+    echo "setup: chromium could not be installed (the browser tests will be skipped):" >&2
+    tail -5 "$log" >&2; rm -f "$log"
+  fi
+fi
 echo "setup: ok (helm3=$(.tools/helm3/helm version --template '{{.Version}}'), helm4=$(.tools/helm4/helm version --template '{{.Version}}'))"

@@ -263,3 +263,38 @@ def test_no_other_command_imports_the_chart_library():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert proc.stdout.strip() == "True ['helm_nemo.report.series']", proc.stdout
+
+
+def test_a_long_log_read_in_windows_finds_the_same_stall_and_median_as_every_line(monkeypatch):
+    """bench/report_bench.py's rank-0 log (real healthy steps, then the real hang's rank 0), 8 MB: the windows
+    find the 90 s pause at the very step every-line reading finds it, and about the same median and p95."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    from datetime import UTC, datetime
+
+    from failed_at_scale import failed_run
+    from report_bench import rank0_log
+
+    from helm_nemo.report import reading
+    from helm_nemo.report.model import percentile, stalls
+
+    log, steps = rank0_log(failed_run(2, 1, datetime(2026, 11, 26, 21, 0, tzinfo=UTC))[0].log, 8)
+    sampled = reading.from_text("rank0", log)
+    monkeypatch.setattr(reading, "FULL_BYTES", len(log) + 1)
+    exact = reading.from_text("rank0", log)
+    assert sampled.sampled and not exact.sampled
+    assert len(exact.points) == steps and sampled.read_steps < steps / 10
+    assert (sampled.points[0].step, sampled.points[-1].step) == (0, steps - 1)
+
+    def figures(series):
+        times = [p.step_time_s for p in series.points if p.step_time_s is not None]
+        median = percentile(times, 0.5)
+        return (
+            median,
+            percentile(times, 0.95),
+            [(s.step, s.after, round(s.seconds)) for s in stalls(series, median, None)],
+        )
+
+    (m1, p1, s1), (m2, p2, s2) = figures(sampled), figures(exact)
+    assert s1 == s2 == [(steps - 2, steps - 1, 90)]
+    assert abs(m1 - m2) / m2 < 0.02 and abs(p1 - p2) / p2 < 0.05

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only
     from helm_nemo.report.model import Report
     from helm_nemo.report.series import Point
 
-BUCKETS = 300
+BUCKETS = 200
 WIDTH, HEIGHT = 480, 260
 COLOURS = {
     "loss": "#1f77b4",

@@ -23,7 +23,7 @@ from helm_nemo.report.model import (
     percentile,
     stalls,
 )
-from helm_nemo.report.series import Series, parse
+from helm_nemo.report.reading import from_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # annotations only
 
     from helm_nemo.diagnose.events import Diagnosis, Event
     from helm_nemo.kube.client import KubeClient
+    from helm_nemo.report.series import Series
     from helm_nemo.status.progress import RunInputs
 
 MAX_EXCERPTS = 40  # the cause and the first consequences in time order (a 1,024-pod run has a thousand)
@@ -66,29 +67,6 @@ def from_files(
     return report
 
 
-def from_text(source: str, text: str) -> Series:
-    """The steps of a log as `kubectl logs --timestamps` (or a plain file) gives it: the kubelet's time is read
-    only on the lines that may be step lines."""
-    from helm_nemo.status.progress import parse_stamp
-
-    lines: list[tuple[int, str]] = []
-    stamps: dict[int, datetime] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
-        if "iteration" not in line and "DLLL" not in line and "[" not in line and "validation" not in line:
-            continue
-        stamp, sep, rest = line.partition(" ")
-        if sep and len(stamp) >= 20 and stamp[4:5] == "-" and "T" in stamp:
-            when = parse_stamp(stamp)
-            if when is not None:
-                stamps[number] = when
-                line = rest
-        lines.append((number, line))
-    series = parse(source, lines, stamps)
-    times = {p.step: p.at for p in series.points}
-    series.val = [(step, at or times.get(step), val) for step, at, val in series.val]
-    return series
-
-
 def _first_time(text: str) -> datetime | None:
     from helm_nemo.status.progress import parse_stamp
 
@@ -117,6 +95,12 @@ def _curves(report: Report, series: Series | None, text: str, run: RunInputs | N
         return
     report.series = series
     report.series_note = f"{series.source} ({series.format} log, {len(series.points)} steps)"
+    if series.sampled:
+        last = series.points[-1].step - series.points[0].step + 1
+        report.series_note = (
+            f"{series.source} ({series.format} log; {len(text) / 1e6:.0f} MB: {series.read_steps:,} of its {last:,} "
+            "steps read, in windows spread evenly over it, and every pause between them read whole)"
+        )
     times = [p.step_time_s for p in series.points if p.step_time_s is not None]
     if times:
         report.step_median = percentile(times, 0.5)
@@ -294,24 +278,23 @@ def from_cluster(
     report.recipe.append(RecipeRow("verdict", verdict(status).line))
     texts = dict(status.texts)
     full = ""
-    if status.rank0 is not None and status.progress is not None:
-        pod = next((p for p in recorder.lists.get("pods", []) if p["metadata"]["name"] == status.rank0), None)
+    curves = _curves_pod(status)
+    if curves is not None:
+        pod = next((p for p in recorder.lists.get("pods", []) if p["metadata"]["name"] == curves), None)
         query = {"timestamps": "true"}
         container = cluster.main_container(pod or {})
         if container:
             query["container"] = container
-        full = client.text(cluster.LOG.format(ns=client.namespace, pod=status.rank0), query)  # the whole log
-    series = from_text(status.rank0 or "", full) if full else None
-    if full:
-        texts[status.rank0 or ""] = full
+        full = client.text(cluster.LOG.format(ns=client.namespace, pod=curves), query)  # the whole log
+    series = from_text(curves or "", full) if full else None  # the verdict's excerpts stay those of the tails read
     _curves(report, series, full, run)
     pods = [p for p in recorder.lists.get("pods", []) if _instance(p) == release]
     ranked = cluster.rank_pods(pods)
     chosen = {id(p) for p in ranked}
     report.pods = [_pod_row(p) for p in ranked] + [_pod_row(p) for p in pods if id(p) not in chosen]
     by_name = {row.name: row for row in report.pods}
-    if series is not None and series.points and status.rank0 in by_name:
-        by_name[status.rank0].first_step = series.points[0].at
+    if series is not None and series.points and curves in by_name:
+        by_name[curves].first_step = series.points[0].at
     for name, text in texts.items():
         if name in by_name:
             by_name[name].last_line = _last_time(text)
@@ -322,6 +305,18 @@ def from_cluster(
     _recipe(report, run)
     _checks(report, preflight or [])
     return report
+
+
+def _curves_pod(status: Any) -> str | None:
+    """The pod whose whole log holds the curves: the one whose tail status read shows the most steps (rank 0, or
+    the last rank where Megatron prints them); rank 0 when no tail shows one."""
+    best: str | None = status.rank0
+    most = 0
+    for name, text in status.texts.items():
+        count = len(from_text(name, text).points)
+        if count > most:
+            best, most = name, count
+    return best
 
 
 def _instance(obj: dict[str, Any]) -> str:

@@ -26,7 +26,13 @@ def html(report: Report) -> str:
     from helm_nemo.report import charts
 
     template = files("helm_nemo.report").joinpath("templates/report.html.j2").read_text(encoding="utf-8")
-    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+        bytecode_cache=_bytecode_cache(),
+    )
     env.filters["when"] = when
     env.filters["core"] = core
     drawn = charts.build(report)
@@ -36,7 +42,9 @@ def html(report: Report) -> str:
     lanes = timeline(report.pods)
     diagnosis = report.diagnosis
     consequences = sorted(diagnosis.consequences, key=lambda e: (e.at or "~", e.source)) if diagnosis else []
-    return env.from_string(template).render(
+    loader = jinja2.DictLoader({"report.html.j2": template})
+    env.loader = loader
+    return env.get_template("report.html.j2").render(
         r=report,
         charts=list(pairs.values()),
         svg=lambda chart: markupsafe.Markup(chart.svg),
@@ -46,6 +54,23 @@ def html(report: Report) -> str:
         shown=ROWS_SHOWN,
         excerpts=sorted(report.excerpts.values(), key=lambda e: int(e.anchor[2:])),
     )
+
+
+def _bytecode_cache() -> Any:
+    """The compiled template kept in helm-nemo's cache folder (schema_cache.cache_dir): compiling it costs more
+    than filling it. None (compile every time) when the cache is off or cannot be written."""
+    import jinja2
+
+    from helm_nemo.validate.schema_cache import cache_dir
+
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        (folder / "report").mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder / "report"))
 
 
 def when(value: datetime | str | None) -> str:

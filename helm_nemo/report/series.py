@@ -62,6 +62,8 @@ class Series:
     val: list[tuple[int, datetime | None, float]] = field(default_factory=list)  # (step, at, validation loss)
     total: int | None = None  # the steps the run makes, when the lines say
     restarts: list[tuple[int, datetime | None]] = field(default_factory=list)  # (step the log went back to, at)
+    sampled: bool = False  # a long log read in windows (reading.py): points holds the steps read
+    read_steps: int = 0
 
 
 def _number(text: str) -> float | None:
