@@ -193,7 +193,7 @@ def build(report: Report) -> list[Chart]:
                 x_cause = (cause_at - start).total_seconds() / unit
             if x_cause is not None:
                 ys = [y for c in chart.curves for _, y in c.points]
-                chart.curves.append(Curve("cause", "first cause", [(x_cause, min(ys)), (x_cause, max(ys))]))
+                chart.curves.append(Curve("cause", "cause", [(x_cause, min(ys)), (x_cause, max(ys))]))
             chart.svg = draw(chart)
             charts.append(chart)
     return charts
