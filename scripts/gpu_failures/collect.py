@@ -41,6 +41,9 @@ def main() -> None:
             source = result_file.parent
             name = source.name
             result = json.loads(result_file.read_text())
+            if "skipped" in result:  # the machine could not make it (no memory cgroup): nothing to collect
+                print(f"{name}: skipped: {result['skipped']}")
+                continue
             rendered = json.loads((HERE / "rendered" / f"{name}.json").read_text())
             target = CORPUS / name
             shutil.rmtree(target, ignore_errors=True)
@@ -64,11 +67,12 @@ def main() -> None:
                 "versions": {
                     "torch": versions["torch"],
                     "cuda": versions["cuda"],
-                    "nccl": versions["nccl"],
+                    "nccl": versions.get("nccl"),
                     "lightning": versions["lightning"],
                     "nemo": NEMO_WHEEL,
                     "gpus": versions["gpus"],
                     "driver": versions["driver"][0] if versions["driver"] else None,
+                    **{k: versions[k] for k in ("megatron_core", "transformers", "huggingface_hub") if k in versions},
                 },
                 "case": {k: v for k, v in case.items() if k != "truth"},
                 "truth": truth,
@@ -76,6 +80,8 @@ def main() -> None:
                 "jobset": result["events"],
                 "seconds": result["seconds"],
             }
+            if "prepare" in result:  # what ran before the pods (the earlier attempt that left a checkpoint, ...)
+                doc["prepare"] = result["prepare"]
             (target / "case.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
             print(f"{name}: {truth['class']} {truth.get('file', '')}")
 

@@ -1,7 +1,7 @@
 """Render the jobset chart for each case of cases.yaml and keep what a pod would run (run.py reads it on the GPU machine).
 
-Runs here, where helm and helm-nemo are (`.venv/bin/python scripts/gpu_failures/render.py`): for each case, the
-values of values.yaml plus the case's envs and gpus go through `helm-nemo template`, and the workload container
+Runs here, where helm and helm-nemo are (`.venv/bin/python scripts/gpu_failures/render.py [CASE...]`): for each
+case, the values of values.yaml plus the case's envs and gpus go through `helm-nemo template`, and the workload container
 of the rendered JobSet (command, args, env, terminationGracePeriodSeconds) and the launcher and config files of
 its ConfigMaps are written to rendered/<case>.json. The GPU machine has no helm; what it runs is exactly this.
 """
@@ -25,7 +25,9 @@ def case_values(base: dict, case: dict) -> dict:
     values = json.loads(json.dumps(base))
     release = values["releases"][0]["values"]
     release["workload"]["gpus"] = case.get("gpus", 16)
-    release["workload"]["envs"] += [{"name": k, "value": str(v)} for k, v in case.get("envs", {}).items()]
+    envs = case.get("envs", {})  # a case's value replaces values.yaml's (MAX_STEPS), the others are added
+    kept = [e for e in release["workload"]["envs"] if e["name"] not in envs]
+    release["workload"]["envs"] = kept + [{"name": k, "value": str(v)} for k, v in envs.items()]
     return values
 
 
@@ -62,7 +64,8 @@ def main() -> None:
     out = HERE / "rendered"
     out.mkdir(exist_ok=True)
     helm_nemo = ROOT / ".venv/bin/helm-nemo"
-    for name, case in cases.items():
+    wanted = sys.argv[1:] or list(cases)  # the cases named, else all
+    for name, case in ((n, cases[n]) for n in wanted):
         with tempfile.TemporaryDirectory() as tmp:
             shutil.copy(HERE / "launcher.sh", Path(tmp) / "launcher.sh")
             values = Path(tmp) / "values.yaml"
