@@ -204,6 +204,7 @@ CHECKS_JS = r"""
           stalls: document.querySelectorAll('.stall').length,
           lanes: document.querySelectorAll('.lane').length,
           page_width: document.documentElement.scrollWidth, view_width: window.innerWidth,
+          verdict_overflow: (s => s ? s.scrollWidth - s.clientWidth : 0)(document.querySelector('#verdict .scroll')),
           smallest_text: Math.min(...texts),
           scripts: document.scripts.length,
           external: [...document.querySelectorAll('[src], link[href]')].map(e => e.src || e.href)};
@@ -272,6 +273,7 @@ def check_page(chrome: Browser, page: Path, report: Any, size: str, shots: Path,
     assert found["scripts"] == 0 and found["external"] == [], found
     # readable: nothing wider than the screen, body text and every chart's text at a readable size
     assert found["page_width"] <= found["view_width"], found
+    assert found["verdict_overflow"] <= 0, found  # the verdict's lines wrap instead of scrolling sideways
     assert found["smallest_text"] >= 12, found
     charts = {c["key"]: c for c in found["charts"]}
     from helm_nemo.report.charts import figures

@@ -39,8 +39,13 @@ def on_cluster(
     names = action.release_targets(values, release)
     client = action.connect(extra, namespace)
     name = names[0]
-    if len(names) > 1:
-        say(f"helm nemo report: {len(names)} releases in the values; reporting {name} (name one to choose)")
+    if len(names) > 1:  # a recipe: its training release (a JobSet or Job that is not data-prep)
+        from helm_nemo.status.cluster import read_statuses
+
+        found = read_statuses(client, client.namespace, names, with_logs=False)
+        training = [s.release for s in found if s.workload is not None and not s.data_prep]
+        name = training[0] if training else name
+        say(f"helm nemo report: {len(names)} releases in the values; reporting {name} (name another to choose it)")
     run = action.run_inputs_for(values, [name])[name]
     report = from_cluster(client, name, run=run, preflight=preflight)
     if not report.pods and report.series is None:
