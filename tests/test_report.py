@@ -298,3 +298,33 @@ def test_a_long_log_read_in_windows_finds_the_same_stall_and_median_as_every_lin
     (m1, p1, s1), (m2, p2, s2) = figures(sampled), figures(exact)
     assert s1 == s2 == [(steps - 2, steps - 1, 90)]
     assert abs(m1 - m2) / m2 < 0.02 and abs(p1 - p2) / p2 < 0.05
+
+
+def test_report_of_a_failed_16_pod_jobset_on_the_emulator(tmp_path):
+    """tests/failed_at_scale.py's run (real GPU logs: rank 13's CUDA OOM, every other rank's watchdog 30 s later) on
+    the loopback emulator, through `helm nemo report RELEASE` as a user runs it: the page names rank 13's pod, links
+    its line to an excerpt holding it, and has a timeline row per pod with its exit code."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    from datetime import UTC, datetime, timedelta
+
+    from failed_at_scale import OOM_LINE, failed_run
+    from kube_emulator import KubeEmulator
+    from real_cluster_bench import ENV, FAILED_RELEASE, NAMESPACE, failed_emulator
+
+    runs = failed_run(16, 13, datetime.now(UTC) - timedelta(minutes=30))
+    with KubeEmulator(ready=False) as kube:
+        names = failed_emulator(kube, runs, tmp_path)
+        env = {**ENV, "HOME": str(tmp_path), "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kc", namespace=NAMESPACE))}
+        out = tmp_path / "r.html"
+        proc = subprocess.run(
+            [*NEMO, "report", FAILED_RELEASE, "-n", NAMESPACE, "-o", str(out)], env=env, capture_output=True, text=True
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert f"FAILED: cuda-oom in {names[13]}" in proc.stderr
+    page = out.read_text()
+    assert f'first cause: <a href="#ev0">{names[13]} line ' in page
+    excerpt = page.split('id="ev0">', 1)[1].split("</pre>", 1)[0]
+    assert OOM_LINE in excerpt.split('class="hit">', 1)[1].split("</span>", 1)[0]
+    assert page.count('class="lane"') == 16 and all(f'data-pod="{name}"' in page for name in names.values())
+    assert page.count("exit 137") == 1 and page.count("exit 1 ") + page.count("exit 1<") >= 15

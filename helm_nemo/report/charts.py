@@ -300,6 +300,8 @@ def _tick(value: Any, index: int, count: int) -> str:
     if number == 0:
         return "0"
     magnitude = abs(number)
+    if 1e4 <= magnitude < 1e7 and number.is_integer():
+        return f"{number:,.0f}"  # a step: 450,000
     if magnitude >= 1e5 or magnitude < 1e-2:
         return f"{number:.2g}"
     return f"{number:.4g}"

@@ -130,7 +130,7 @@ def _verdict(report: Report, diagnosis: Diagnosis, texts: dict[str, str]) -> Non
     split: dict[str, list[str]] = {}
     for number, event in enumerate(shown[:MAX_EXCERPTS]):
         text = texts.get(event.source)
-        if text is None:
+        if text is None or event.line <= 0:  # line 0: a pod's state (its exit, its eviction), no log line
             continue
         if event.source not in split:
             split[event.source] = text.split("\n")
@@ -299,12 +299,49 @@ def from_cluster(
         if name in by_name:
             by_name[name].last_line = _last_time(text)
     if status.diagnosis is not None:
+        texts.update(_excerpt_tails(client, status, recorder.lists.get("pods", []), texts))
         _verdict(report, status.diagnosis, texts)
     report.events = _run_events(recorder, release, status)
     _cluster_recipe(report, recorder, release, pods)
     _recipe(report, run)
     _checks(report, preflight or [])
     return report
+
+
+EXCERPT_PODS = 8  # failed pods whose tail is read again for the verdict's excerpts (the cause's first)
+
+
+def _excerpt_tails(
+    client: KubeClient, status: Any, pods: list[dict[str, Any]], texts: dict[str, str]
+) -> dict[str, str]:
+    """The tails status read of the pods the verdict names first (the cause's, then the earliest consequences'),
+    read again with the same tail length: the diagnosis's line numbers are those of these tails."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from helm_nemo.kube import KubeApiError
+    from helm_nemo.status import cluster
+
+    diagnosis = status.diagnosis
+    events = [diagnosis.cause] + sorted(diagnosis.consequences, key=lambda e: (e.at or "~", e.source))
+    wanted: list[str] = []
+    for event in events[:MAX_EXCERPTS]:
+        if event.source not in texts and event.source not in wanted:
+            wanted.append(event.source)
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    wanted = [name for name in wanted if name in by_name][:EXCERPT_PODS]
+
+    def tail(name: str) -> tuple[str, str | None]:
+        pod = by_name[name]
+        running = (pod.get("status") or {}).get("phase") == "Running"
+        try:
+            return name, cluster.pod_log(
+                client, client.namespace, name, cluster.main_container(pod), cluster.FAILED_TAIL, previous=running
+            )
+        except KubeApiError:
+            return name, None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(wanted)))) as pool:
+        return {name: text for name, text in pool.map(tail, wanted) if text is not None}
 
 
 def _curves_pod(status: Any) -> str | None:
