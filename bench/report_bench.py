@@ -95,10 +95,14 @@ def bench_report(envs: dict[str, dict], expected: dict[str, str], tmp: Path, rou
     times: dict[str, list[float]] = {name: [] for name in envs}
     times.update({f"{name}_cpu": [] for name in envs})
     times.update({f"{name}_status": [] for name in envs})
+    times.update({f"{name}_status_cpu": [] for name in envs})
     size = 0
     for round_ in range(rounds + 1):
         for name, env in envs.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             status, _ = run([*NEMO, "status", FAILED_RELEASE, "-n", NAMESPACE, "-o", "json"], env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            status_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             out = tmp / f"report-{name}.html"
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             elapsed, proc = run([*NEMO, "report", FAILED_RELEASE, "-n", NAMESPACE, "-o", str(out)], env)
@@ -114,6 +118,7 @@ def bench_report(envs: dict[str, dict], expected: dict[str, str], tmp: Path, rou
                 times[name].append(elapsed)
                 times[f"{name}_cpu"].append(cpu)
                 times[f"{name}_status"].append(status)
+                times[f"{name}_status_cpu"].append(status_cpu)
     return {"html_bytes": size, **{name: stats(samples) for name, samples in times.items()}}
 
 
@@ -170,6 +175,7 @@ def main() -> int:
                 (name, "wall"),
                 (f"{name}_cpu", "CPU time of the report process"),
                 (f"{name}_status", "wall of `status` (reference, same rounds)"),
+                (f"{name}_status_cpu", "CPU time of `status`"),
             ):
                 if key in result:
                     s = result[key]
