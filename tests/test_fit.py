@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,23 +133,23 @@ GOOD = Layout(
     heads=32,
     query_groups=8,
 )
-MOE = replace(GOOD, experts=8, ep=4, etp=1, gpus=64)
+MOE = GOOD._replace(experts=8, ep=4, etp=1, gpus=64)
 # rule id -> (a layout that breaks only that rule, its fix)
 BROKEN = {
-    "world-size": (replace(GOOD, gpus=48), replace(GOOD, gpus=64)),
-    "expert-world-size": (replace(MOE, ep=8, etp=4, gpus=32 * 2, pp=4, tp=2, cp=2), replace(MOE, ep=8, etp=2)),
-    "ep-needs-experts": (replace(GOOD, ep=2), GOOD),
-    "experts-per-ep": (replace(MOE, ep=16, gpus=64), replace(MOE, ep=8)),
-    "global-batch": (replace(GOOD, global_batch=101), replace(GOOD, global_batch=96)),
-    "heads-per-tp": (replace(GOOD, heads=30, query_groups=None), replace(GOOD, heads=32, query_groups=None)),
-    "query-groups-per-tp": (replace(GOOD, query_groups=6), replace(GOOD, query_groups=2)),
-    "layers-per-pp": (replace(GOOD, num_layers=30, vp=None), replace(GOOD, num_layers=28, vp=None)),
-    "layers-per-vp": (replace(GOOD, vp=3), replace(GOOD, vp=4)),
-    "vp-needs-pp": (replace(GOOD, pp=1, gpus=16, vp=2), replace(GOOD, pp=1, gpus=16, vp=None)),
-    "sp-needs-tp": (replace(GOOD, tp=1, gpus=16, sp=True), replace(GOOD, tp=1, gpus=16, sp=False)),
-    "seq-per-cp": (replace(GOOD, seq_len=8190), replace(GOOD, seq_len=8188)),
-    "seq-per-tp-with-sp": (replace(GOOD, seq_len=8196), replace(GOOD, seq_len=8200)),
-    "fp8-gpu": (replace(GOOD, fp8=True, gpu_fp8=False), replace(GOOD, fp8=False, gpu_fp8=False)),
+    "world-size": (GOOD._replace(gpus=48), GOOD._replace(gpus=64)),
+    "expert-world-size": (MOE._replace(ep=8, etp=4, gpus=32 * 2, pp=4, tp=2, cp=2), MOE._replace(ep=8, etp=2)),
+    "ep-needs-experts": (GOOD._replace(ep=2), GOOD),
+    "experts-per-ep": (MOE._replace(ep=16, gpus=64), MOE._replace(ep=8)),
+    "global-batch": (GOOD._replace(global_batch=101), GOOD._replace(global_batch=96)),
+    "heads-per-tp": (GOOD._replace(heads=30, query_groups=None), GOOD._replace(heads=32, query_groups=None)),
+    "query-groups-per-tp": (GOOD._replace(query_groups=6), GOOD._replace(query_groups=2)),
+    "layers-per-pp": (GOOD._replace(num_layers=30, vp=None), GOOD._replace(num_layers=28, vp=None)),
+    "layers-per-vp": (GOOD._replace(vp=3), GOOD._replace(vp=4)),
+    "vp-needs-pp": (GOOD._replace(pp=1, gpus=16, vp=2), GOOD._replace(pp=1, gpus=16, vp=None)),
+    "sp-needs-tp": (GOOD._replace(tp=1, gpus=16, sp=True), GOOD._replace(tp=1, gpus=16, sp=False)),
+    "seq-per-cp": (GOOD._replace(seq_len=8190), GOOD._replace(seq_len=8188)),
+    "seq-per-tp-with-sp": (GOOD._replace(seq_len=8196), GOOD._replace(seq_len=8200)),
+    "fp8-gpu": (GOOD._replace(fp8=True, gpu_fp8=False), GOOD._replace(fp8=False, gpu_fp8=False)),
 }
 
 
@@ -174,17 +173,17 @@ def test_each_rule(rule_id):
 
 def test_uneven_first_and_last_stages():
     """Megatron's num_layers_in_first/last_pipeline_stage: the rest must split over the middle stages (and by VP)."""
-    base = replace(GOOD, num_layers=30, pp=4, vp=None, global_batch=64)
+    base = GOOD._replace(num_layers=30, pp=4, vp=None, global_batch=64)
     assert "layers-per-pp" in broken_rules(base)
-    assert broken_rules(replace(base, first_stage_layers=6, last_stage_layers=8)) == []  # 16 over 2 middle stages
-    assert "layers-per-pp" in broken_rules(replace(base, first_stage_layers=7, last_stage_layers=8))
-    assert replace(base, first_stage_layers=6, last_stage_layers=8).stage_layers() == [6, 8, 8, 8]
+    assert broken_rules(base._replace(first_stage_layers=6, last_stage_layers=8)) == []  # 16 over 2 middle stages
+    assert "layers-per-pp" in broken_rules(base._replace(first_stage_layers=7, last_stage_layers=8))
+    assert base._replace(first_stage_layers=6, last_stage_layers=8).stage_layers() == [6, 8, 8, 8]
     # with VP 2 every stage's count must split into 2 chunks
-    assert "layers-per-vp" in broken_rules(replace(base, vp=2, first_stage_layers=7, last_stage_layers=7))
+    assert "layers-per-vp" in broken_rules(base._replace(vp=2, first_stage_layers=7, last_stage_layers=7))
     # account_for_embedding/loss: the embedding and the loss count as a layer each (llama31_405b's recipe: 126 + 2)
-    llama = replace(GOOD, num_layers=126, pp=8, vp=2, gpus=512, global_batch=512, cp=4, tp=8)
+    llama = GOOD._replace(num_layers=126, pp=8, vp=2, gpus=512, global_batch=512, cp=4, tp=8)
     assert "layers-per-pp" in broken_rules(llama)
-    assert broken_rules(replace(llama, account_embedding=True, account_loss=True)) == []
+    assert broken_rules(llama._replace(account_embedding=True, account_loss=True)) == []
 
 
 def test_rule_messages_name_the_values_and_their_places(tmp_path):
@@ -290,6 +289,13 @@ def test_memory_error_then_flag_and_value_make_it_a_warning(over_memory, monkeyp
     assert result.exit_code == 2 and "does not fit" in result.stdout
     assert fit_cli("--values", str(over_memory), "--no-fit-error").exit_code == 0
     monkeypatch.delenv("HELM_NEMO_FIT_MEMORY", raising=False)  # the flag sets it for its own run
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    refused = CliRunner().invoke(main, ["validate", "-f", str(over_memory)], catch_exceptions=False)
+    assert refused.exit_code == 2 and "--no-fit-error" in refused.stderr
+    warned = CliRunner().invoke(main, ["validate", "-f", str(over_memory), "--no-fit-error"], catch_exceptions=False)
+    assert warned.exit_code == 0 and "warning:" in warned.stderr and "does not fit" in warned.stderr
+    monkeypatch.delenv("HELM_NEMO_FIT_MEMORY", raising=False)
     with pytest.raises(UserError) as caught:
         build_plans(over_memory, ENV)
     (problem,) = caught.value.problems

@@ -356,8 +356,24 @@ def diff(
 @click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
 @_target_option
+@click.option(
+    "--no-fit-error",
+    is_flag=True,
+    help="A memory estimate over the GPU is a warning, not an error (helm nemo fit; as HELM_NEMO_FIT_MEMORY=warn).",
+)
 def validate(
-    values_files, root, show_secrets, mask_names, chart, chart_version, chart_repo, plain_http, ca_file, release, target
+    values_files,
+    root,
+    show_secrets,
+    mask_names,
+    chart,
+    chart_version,
+    chart_repo,
+    plain_http,
+    ca_file,
+    release,
+    target,
+    no_fit_error,
 ):
     """Check a values or recipe file (substitution, files, schema, the charts' cross-field rules) without
     installing or rendering anything; with --target slurm, also the slurm: section and everything the Slurm
@@ -367,6 +383,10 @@ def validate(
     from helm_nemo import secrets
 
     registry = (["--plain-http"] if plain_http else []) + (["--ca-file", ca_file] if ca_file else [])
+    if no_fit_error:
+        import os
+
+        os.environ["HELM_NEMO_FIT_MEMORY"] = "warn"  # read by helm_nemo/fit/check.py mode_of
     with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root=root, extra=registry)

@@ -9,7 +9,6 @@ the layout rules stay errors whatever the mode (Megatron refuses those layouts a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
@@ -27,19 +26,21 @@ ENV_MODE = "HELM_NEMO_FIT_MEMORY"
 TURN_OFF = "an estimate: `fit: {memoryCheck: warn}` in the values or --no-fit-error makes this a warning"
 
 
-@dataclass
 class FitReport:
     """One release's answer: its layout, the broken rules, the estimate and verdict, and notes."""
 
-    release: str | None
-    run: Run
-    gpu: Gpu | None
-    layout: Layout
-    findings: list[Finding] = field(default_factory=list)
-    estimate: Estimate | None = None
-    verdict: Verdict | None = None
-    notes: list[str] = field(default_factory=list)
-    mode: str = "error"  # the memory check's mode (mode_of)
+    def __init__(
+        self, release: str | None, run: Run, gpu: Gpu | None, layout: Layout, findings: list[Finding] | None = None
+    ) -> None:
+        self.release = release
+        self.run = run
+        self.gpu = gpu
+        self.layout = layout
+        self.findings: list[Finding] = findings or []
+        self.estimate: Estimate | None = None
+        self.verdict: Verdict | None = None
+        self.notes: list[str] = []
+        self.mode = "error"  # the memory check's mode (mode_of)
 
     @property
     def failed(self) -> bool:
@@ -98,12 +99,14 @@ def _layout_json(layout: Layout) -> dict[str, Any]:
 def check_run(run: Run, gpu: Gpu | None, release: str | None = None) -> FitReport:
     from helm_nemo.fit.layout import broken_rules, findings, layout_of
     from helm_nemo.fit.memory import estimate_layout, unmodelled
-    from helm_nemo.fit.suggest import suggest_text
-    from helm_nemo.fit.verdict import judge
 
     notes = _drop_conflicting_defaults(run, gpu)
     layout = layout_of(run, gpu)
-    works = suggest_text(run, layout, gpu) if broken_rules(layout) else None
+    works = None
+    if broken_rules(layout):
+        from helm_nemo.fit.suggest import suggest_text
+
+        works = suggest_text(run, layout, gpu)
     report = FitReport(release, run, gpu, layout, findings(run, gpu, layout, works))
     report.notes += run.notes + notes
     if gpu is None:
@@ -126,6 +129,8 @@ def check_run(run: Run, gpu: Gpu | None, release: str | None = None) -> FitRepor
         return report
     report.estimate = estimate_layout(run, layout, gpu)
     if report.estimate is not None:
+        from helm_nemo.fit.verdict import judge
+
         report.verdict = judge(run, layout, report.estimate, gpu)
     return report
 
@@ -135,8 +140,6 @@ def _drop_conflicting_defaults(run: Run, gpu: Gpu | None) -> list[str]:
     with PP 1 written, SP on by default with TP 1 written) is dropped for Megatron's own default, with a note: the
     recipe table is one NeMo release's, the written value is the user's. GPUs alone do not count (a recipe sized
     for other GPUs keeps its layout and gets a note, not an invented one)."""
-    from dataclasses import replace
-
     from helm_nemo.fit.layout import findings, layout_of
 
     megatron = {"vp": None, "sp": False, "cp": 1, "ep": 1, "account_embedding": False, "account_loss": False}
@@ -155,7 +158,7 @@ def _drop_conflicting_defaults(run: Run, gpu: Gpu | None) -> list[str]:
                 continue
             for name in defaults:
                 old = run.settings[name]
-                run.settings[name] = replace(old, value=megatron[name], default="Megatron's default")
+                run.settings[name] = old._replace(value=megatron[name], default="Megatron's default")
                 notes.append(
                     f"{old.default}: {name} {old.value} conflicts with "
                     + ", ".join(f"{n} {run.settings[n].value} ({run.settings[n].origin})" for n in written)
@@ -168,7 +171,7 @@ def _drop_conflicting_defaults(run: Run, gpu: Gpu | None) -> list[str]:
 
 
 def _names(finding: Finding) -> tuple[str, ...]:
-    return finding.names
+    return tuple(finding.names)
 
 
 def mode_of(fit_section: Any) -> str:

@@ -8,55 +8,81 @@ recipe's defaults is a note, not an error: those defaults differ between NeMo re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from collections import namedtuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
-    from collections.abc import Callable
     from typing import Any
 
     from helm_nemo.fit.gpu import Gpu
     from helm_nemo.fit.model import Run
-    from helm_nemo.user_errors import Problem
 
 _MC = "https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64dd/"
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(
+    namedtuple(
+        "Layout",
+        "gpus tp pp vp cp ep etp sp micro_batch global_batch seq_len num_layers heads query_groups experts"
+        " first_stage_layers last_stage_layers account_embedding account_loss fp8 gpu_fp8",
+        defaults=(
+            1,
+            1,
+            None,
+            1,
+            1,
+            1,
+            False,
+            1,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            False,
+            False,
+            True,
+        ),
+    )
+):
     """The numbers the rules read (None: not known, the rules that need it are skipped)."""
 
-    gpus: int | None
-    tp: int = 1
-    pp: int = 1
-    vp: int | None = None
-    cp: int = 1
-    ep: int = 1
-    etp: int = 1
-    sp: bool = False
-    micro_batch: int = 1
-    global_batch: int | None = None
-    seq_len: int | None = None
-    num_layers: int | None = None
-    heads: int | None = None
-    query_groups: int | None = None
-    experts: int | None = None
-    first_stage_layers: int | None = None
-    last_stage_layers: int | None = None
-    account_embedding: bool = False
-    account_loss: bool = False
-    fp8: bool = False
-    gpu_fp8: bool = True
+    # gpus: int | None
+    # tp: int
+    # pp: int
+    # vp: int | None
+    # cp: int
+    # ep: int
+    # etp: int
+    # sp: bool
+    # micro_batch: int
+    # global_batch: int | None
+    # seq_len: int | None
+    # num_layers: int | None
+    # heads: int | None
+    # query_groups: int | None
+    # experts: int | None
+    # first_stage_layers: int | None
+    # last_stage_layers: int | None
+    # account_embedding: bool
+    # account_loss: bool
+    # fp8: bool
+    # gpu_fp8: bool
+    __slots__ = ()
 
     @property
     def model_parallel(self) -> int:
-        return self.tp * self.pp * self.cp
+        return int(self.tp * self.pp * self.cp)
 
     @property
     def dp(self) -> int | None:
         if self.gpus is None or self.gpus % self.model_parallel:
             return None
-        return self.gpus // self.model_parallel
+        return int(self.gpus // self.model_parallel)
 
     def stage_layers(self) -> list[int] | None:
         """Transformer layers per pipeline stage (Megatron's get_num_layers_to_build), or None if they do not divide."""
@@ -84,14 +110,14 @@ class Layout:
         return stages
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(namedtuple("Rule", "id source check")):
     """One start-up check of Megatron: `check(layout)` -> None, or (the settings in conflict, what is wrong, what
     is expected)."""
 
-    id: str
-    source: str  # file and function of the check
-    check: Callable[[Layout], tuple[tuple[str, ...], str, str] | None]
+    # id: str
+    # source: str  # file and function of the check
+    # check: Callable[[Layout], tuple[tuple[str, ...], str, str] | None]
+    __slots__ = ()
 
 
 def _world(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
@@ -291,28 +317,28 @@ RULES: tuple[Rule, ...] = (
 _SP_SWITCHED_OFF = ("model.sequence_parallel", "--sequence_parallel", "--sequence-parallel", "--sp")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(namedtuple("Finding", "rule severity problem names", defaults=((),))):
     """A broken rule: `severity` error (Megatron refuses), warning (the stack switches the value off) or note
     (only a recipe's defaults break it)."""
 
-    rule: Rule
-    severity: str
-    problem: Problem
-    names: tuple[str, ...] = ()  # the settings in the conflict
+    # rule: Rule
+    # severity: str
+    # problem: Problem
+    # names: tuple[str, ...]  # the settings in the conflict
+    __slots__ = ()
 
 
 def layout_of(run: Run, gpu: Gpu | None) -> Layout:
     """The run's numbers (Megatron's defaults where the file says nothing)."""
     from helm_nemo.fit.model import precision_of
 
-    values = {f.name: run.get(f.name) for f in fields(Layout) if run.get(f.name) is not None}
+    values = {name: run.get(name) for name in Layout._fields if run.get(name) is not None}
     values.pop("fp8", None)
     layout = Layout(gpus=run.get("gpus") if run.gpus is None else run.gpus.value)
-    layout = replace(layout, **{k: v for k, v in values.items() if k != "gpus"})
+    layout = layout._replace(**{k: v for k, v in values.items() if k != "gpus"})
     if layout.vp is not None and layout.vp <= 1:
-        layout = replace(layout, vp=None)
-    return replace(layout, fp8=precision_of(run) == "fp8", gpu_fp8=gpu.fp8 if gpu else True)
+        layout = layout._replace(vp=None)
+    return layout._replace(fp8=precision_of(run) == "fp8", gpu_fp8=gpu.fp8 if gpu else True)
 
 
 def findings(run: Run, gpu: Gpu | None, layout: Layout | None = None, works: str | None = None) -> list[Finding]:
@@ -375,7 +401,7 @@ def _setting(run: Run, name: str) -> Any:
         return run.accelerator
     if name == "fp8":
         found = run.settings.get("fp8") if run.get("fp8") else run.settings.get("precision")
-        return replace(found, value=precision_of(run)) if found is not None else None
+        return found._replace(value=precision_of(run)) if found is not None else None
     return run.settings.get(name)
 
 

@@ -16,7 +16,7 @@ torch.cuda.max_memory_allocated measures (tests/fixtures/fit/).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections import namedtuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
@@ -31,8 +31,7 @@ ACTIVATION_ERROR = 0.2  # how far the activation term may be off (the fixtures: 
 ALLOCATOR_SLACK = 0.05  # caching-allocator fragmentation on top of the peak of live tensors
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(namedtuple("Options", "attention softmax_bytes logits_bytes", defaults=("flash", 2.0, None))):
     """What the estimate assumes about the software stack (parameters, not facts of the values file).
 
     attention: "flash" (the fused/flash attention NeMo containers run through Transformer Engine: only the
@@ -43,45 +42,50 @@ class Options:
     logits_bytes: bytes per logit live on the last stage: the local stack keeps 10 (bf16 logits, the loss's fp32
     copy and its shifted fp32 softmax; tests/fixtures/fit), Transformer Engine's 6 (bf16 logits, fp32 softmax)."""
 
-    attention: str = "flash"
-    softmax_bytes: float = 2.0
-    logits_bytes: float | None = None  # None: 10 for "local" (measured), 6 otherwise
+    # attention: str
+    # softmax_bytes: float
+    # logits_bytes: float | None  # None: 10 for "local" (measured), 6 otherwise
+    __slots__ = ()
 
     def per_logit(self) -> float:
         if self.logits_bytes is not None:
-            return self.logits_bytes
+            return float(self.logits_bytes)
         return 10.0 if self.attention == "local" else 6.0
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(
+    namedtuple(
+        "Estimate", "stage weights gradients optimizer activations other params in_flight assumptions", defaults=((),)
+    )
+):
     """GiB per GPU of the worst stage, by term, and what the numbers rest on."""
 
-    stage: int  # the pipeline stage (0-based) with the largest total
-    weights: float
-    gradients: float
-    optimizer: float
-    activations: float
-    other: float
-    params: float  # parameters on that GPU
-    in_flight: int  # micro-batches (model chunks with VP) whose activations are live at the peak
-    assumptions: tuple[str, ...] = ()
+    # stage: int  # the pipeline stage (0-based) with the largest total
+    # weights: float
+    # gradients: float
+    # optimizer: float
+    # activations: float
+    # other: float
+    # params: float  # parameters on that GPU
+    # in_flight: int  # micro-batches (model chunks with VP) whose activations are live at the peak
+    # assumptions: tuple[str, ...]
+    __slots__ = ()
 
     @property
     def total_gib(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.activations + self.other
+        return float(self.weights + self.gradients + self.optimizer + self.activations + self.other)
 
     @property
     def low_gib(self) -> float:
         """The low end: the exact terms (weights, gradients, optimizer: parameter counts times bytes), the
         activations less ACTIVATION_ERROR, the CUDA context; no allocator slack."""
         exact = self.weights + self.gradients + self.optimizer
-        return exact + (1 - ACTIVATION_ERROR) * self.activations + CUDA_CONTEXT_GIB
+        return float(exact + (1 - ACTIVATION_ERROR) * self.activations + CUDA_CONTEXT_GIB)
 
     @property
     def allocated_gib(self) -> float:
         """What torch's allocator holds at the peak (no CUDA context, no NCCL buffers)."""
-        return self.weights + self.gradients + self.optimizer + self.activations
+        return float(self.weights + self.gradients + self.optimizer + self.activations)
 
     def terms(self) -> dict[str, float]:
         return {
@@ -112,7 +116,7 @@ def estimate_layout(run: Run, layout: Layout, gpu: Gpu | None, options: Options 
         return None
     options = options or _options(run)
     if layout.pp == 1 and layout.vp is not None:
-        layout = replace(layout, vp=None)  # Megatron refuses it (layout rule vp-needs-pp); no interleaving
+        layout = layout._replace(vp=None)  # Megatron refuses it (layout rule vp-needs-pp); no interleaving
     stages = layout.stage_layers()
     if stages is None:
         layers = run.arch.layers
@@ -255,7 +259,7 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
 
 def _seq(run: Run, lay: Layout) -> float:
     assert run.arch is not None
-    return (lay.seq_len or run.arch.seq_len) / lay.cp
+    return float((lay.seq_len or run.arch.seq_len) / lay.cp)
 
 
 def score_bytes(run: Run, options: Options) -> float:
@@ -299,7 +303,7 @@ def _per_token(
         gate = 2 * ffn if local and mats == 3 else 0  # unfused SwiGLU also keeps silu(x1) for the product
         mlp = (lin * h + hidden_mask * h) / split + (2 * (mats - 1) * ffn + lin * ffn + gate) / t
     norms = 4 * h / split  # the two norms' inputs
-    return attention + mlp + norms
+    return float(attention + mlp + norms)
 
 
 def with_layout(run: Run, **changes: object) -> Run:
@@ -309,4 +313,4 @@ def with_layout(run: Run, **changes: object) -> Run:
     settings = dict(run.settings)
     for name, value in changes.items():
         settings[name] = Setting(value, default="what if")
-    return replace(run, settings=settings)
+    return run.copy(settings)

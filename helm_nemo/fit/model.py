@@ -15,7 +15,8 @@ workload.arguments), as NeMo's CLI and the launchers apply them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from collections import namedtuple
 from functools import lru_cache
 
 TYPE_CHECKING = False
@@ -157,28 +158,26 @@ _INT_SETTINGS = {
 }
 _FLAG_NAMES = {flag: name for name, (_, flags) in SETTINGS.items() for flag in flags}
 _CONFIG_NAMES = {key: name for name, (keys, _) in SETTINGS.items() for key in keys}
-_LAUNCHER_FLAG = re.compile(r"(?<![\w-])--([A-Za-z][\w-]*)(?:=|[ \t]+)(?!-)(\"[^\"]*\"|'[^']*'|[^\s\\;]+)")
-_LAUNCHER_OVERRIDE = re.compile(r"(?<![\w.$-])([A-Za-z_][\w.]*)=(\"[^\"]*\"|'[^']*'|[^\s\\;]+)")
 _LAUNCHER_KEYS = ("workload_launcher",)
 _FALSE = {"false", "False", "0", "none", "None", "null", "no", "off", ""}
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(namedtuple("Setting", "value file line column path default", defaults=(None, None, None, "$", None))):
     """One value and where it is written: file, line, column (None when not known), JSON path or key; or
     `default` saying whose default it is (a recipe's, Megatron's)."""
 
-    value: Any
-    file: str | None = None
-    line: int | None = None
-    column: int | None = None
-    path: str = "$"
-    default: str | None = None
+    # value: Any
+    # file: str | None
+    # line: int | None
+    # column: int | None
+    # path: str
+    # default: str | None
+    __slots__ = ()
 
     @property
     def origin(self) -> str:
         if self.default:
-            return self.default
+            return str(self.default)
         where = ":".join(str(p) for p in (self.file, self.line, self.column) if p is not None)
         return f"{where} {self.path}"
 
@@ -186,20 +185,29 @@ class Setting:
         return Problem(self.file, self.line, self.column, self.path, message, expected, hint)
 
 
-@dataclass
 class Run:
-    """A training release as fit needs it: GPUs, accelerator, the model and its parallel layout."""
+    """A training release as fit needs it: GPUs, accelerator, the model and its parallel layout.
 
-    release: str | None
-    file: str
-    gpus: Setting | None = None
-    accelerator: Setting | None = None
-    model_name: Setting | None = None  # NeMo 2 / Megatron-Bridge recipe name, or the matched known model
-    arch: Architecture | None = None
-    arch_from: Setting | None = None  # where the architecture comes from (a config's model section, a table)
-    settings: dict[str, Setting] = field(default_factory=dict)
-    recipe: dict[str, Any] | None = None  # the NeMo 2 recipe's row of fit/recipes.py
-    notes: list[str] = field(default_factory=list)
+    (A plain class: a dataclass costs a millisecond to define, on every validate run.)"""
+
+    def __init__(self, release: str | None, file: str) -> None:
+        self.release = release
+        self.file = file
+        self.gpus: Setting | None = None
+        self.accelerator: Setting | None = None
+        self.model_name: Setting | None = None  # NeMo 2 / Megatron-Bridge recipe name
+        self.arch: Architecture | None = None
+        self.arch_from: Setting | None = None  # where the architecture comes from (a config's model section, a table)
+        self.settings: dict[str, Setting] = {}
+        self.recipe: dict[str, Any] | None = None  # the NeMo 2 recipe's row of fit/recipes.py
+        self.notes: list[str] = []
+
+    def copy(self, settings: dict[str, Setting]) -> Run:
+        """The same run with other settings (what-if answers of the verdict)."""
+        other = Run(self.release, self.file)
+        other.__dict__.update(self.__dict__)
+        other.settings = settings
+        return other
 
     @property
     def model_label(self) -> str | None:
@@ -346,7 +354,7 @@ def read_run(
 
     _model(run, config, found)
     for name, value in found.items():
-        run.settings[name] = replace(value, value=normalised(name, value.value))
+        run.settings[name] = value._replace(value=normalised(name, value.value))
     _derived(run)
     return run
 
@@ -424,21 +432,44 @@ def _launcher(
             continue
         name = str(loaded.base_dir(locate(("files", key))) / refs[key])
         for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
-            for match in _LAUNCHER_FLAG.finditer(line):
-                flag, value = match.group(1).replace("-", "_"), match.group(2).strip("\"'")
-                if "$" in value:
-                    continue
-                where = Setting(value, name, number, match.start() + 1, f"--{match.group(1)}")
-                if flag in _FLAG_NAMES:
-                    flags[flag] = where
-                elif flag in _RECIPE_FLAGS:
-                    recipe = where
-            for match in _LAUNCHER_OVERRIDE.finditer(line):
-                key_name, value = match.group(1), match.group(2).strip("\"'")
-                if key_name in _CONFIG_NAMES and "$" not in value:
-                    overrides[key_name] = Setting(value, name, number, match.start() + 1, key_name)
+            if "--" not in raw and "=" not in raw or raw.lstrip().startswith("#"):
+                continue
+            words = _words(raw.split(" #", 1)[0])
+            for index, (column, word) in enumerate(words):
+                if word.startswith("--") and len(word) > 2:
+                    flag, sep, value = word[2:].partition("=")
+                    if not sep:
+                        following = words[index + 1][1] if index + 1 < len(words) else ""
+                        value = following if not following.startswith("-") else ""
+                    value = value.strip("\"'")
+                    flag = flag.replace("-", "_")
+                    if not value or "$" in value:
+                        continue
+                    where = Setting(value, name, number, column, f"--{word[2:].partition('=')[0]}")
+                    if flag in _FLAG_NAMES:
+                        flags[flag] = where
+                    elif flag in _RECIPE_FLAGS:
+                        recipe = where
+                elif "=" in word:
+                    key_name, _, value = word.partition("=")
+                    value = value.strip("\"'")
+                    if key_name in _CONFIG_NAMES and value and "$" not in value:
+                        overrides[key_name] = Setting(value, name, number, column, key_name)
     return flags, overrides, recipe
+
+
+def _words(line: str) -> list[tuple[int, str]]:
+    """(1-based column, word) of a shell line split at blanks (quotes kept in the word; no expansion)."""
+    out: list[tuple[int, str]] = []
+    start = None
+    for index, char in enumerate(line + " "):
+        if char in " \t\\;":
+            if start is not None:
+                out.append((start + 1, line[start:index]))
+                start = None
+        elif start is None:
+            start = index
+    return out
 
 
 def _model(run: Run, config: dict[str, Any] | None, found: dict[str, Setting]) -> None:
@@ -488,24 +519,24 @@ def _derived(run: Run) -> None:
         if run.get(name) is None:
             run.settings[name] = Setting(1, default=megatron)
     if run.get("etp") is None:
-        run.settings["etp"] = replace(run.settings["tp"], default=run.settings["tp"].default or "= tensor parallel")
+        run.settings["etp"] = run.settings["tp"]._replace(default=run.settings["tp"].default or "= tensor parallel")
     if run.get("sp") is None:
         run.settings["sp"] = Setting(False, default=megatron)
     if run.get("vp") is None and run.get("layers_per_vp_stage") and run.get("num_layers") and run.get("pp"):
         per_stage = run.get("num_layers") // run.get("pp")
         if per_stage % run.get("layers_per_vp_stage") == 0:
-            run.settings["vp"] = replace(
-                run.settings["layers_per_vp_stage"], value=per_stage // run.get("layers_per_vp_stage")
+            run.settings["vp"] = run.settings["layers_per_vp_stage"]._replace(
+                value=per_stage // run.get("layers_per_vp_stage")
             )
     precision = run.settings.get("precision")
     if run.get("grad_fp32") is None and precision is not None and precision.path.endswith("compute_dtype"):
         # NeMo's and Megatron-Bridge's performance scripts (--compute_dtype) reduce gradients in bf16
         # (NeMo scripts/performance/helpers.py set_precision_configs: grad_reduce_in_fp32 = False)
-        run.settings["grad_fp32"] = replace(precision, value=False)
+        run.settings["grad_fp32"] = precision._replace(value=False)
     if run.get("dist_optimizer") is None and run.get("optimizer_name"):
         name = str(run.get("optimizer_name"))
-        run.settings["dist_optimizer"] = replace(
-            run.settings["optimizer_name"], value=name in ("distributed_fused_adam", "mcore_distributed_optim")
+        run.settings["dist_optimizer"] = run.settings["optimizer_name"]._replace(
+            value=name in ("distributed_fused_adam", "mcore_distributed_optim")
         )
     if run.arch is not None:
         shape = {
@@ -568,6 +599,6 @@ def run_from_facts(
         if run.arch is None and known_model(model) is not None:
             run.arch = known_model(model).arch  # type: ignore[union-attr]
     for name, value in found.items():
-        run.settings[name] = replace(value, value=normalised(name, value.value))
+        run.settings[name] = value._replace(value=normalised(name, value.value))
     _derived(run)
     return run

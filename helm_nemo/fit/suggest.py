@@ -4,8 +4,6 @@ gets here)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
     from collections.abc import Iterator
@@ -39,8 +37,7 @@ def candidates(layout: Layout, per_node: int = 8) -> Iterator[Layout]:
                     vps += [v for v in _divisors(layers // pp, 16) if v > 1]
                 for vp in vps:
                     for mbs in batches:
-                        yield replace(
-                            layout,
+                        yield layout._replace(
                             tp=tp,
                             pp=pp,
                             cp=cp,
@@ -54,29 +51,34 @@ def candidates(layout: Layout, per_node: int = 8) -> Iterator[Layout]:
 
 
 def suggest(run: Run, layout: Layout, gpu: Gpu | None) -> Layout | None:
-    """The nearest layout (fewest changed values) that breaks no rule and, when the memory estimate can be made,
-    fits the GPU; None when there is none."""
+    """The nearest layout (fewest changed values; then CP kept, the most data parallel, the largest micro batch)
+    that breaks no rule and, when the
+    memory estimate can be made, fits the GPU (under 90 %); else the nearest that breaks no rule; None when no
+    layout on these GPUs does. Candidates are tried nearest first, so the estimate runs only until one fits."""
     from helm_nemo.fit.layout import broken_rules
     from helm_nemo.fit.memory import estimate_layout
 
-    per_node = 8
-    best: tuple[tuple[int, int, float], Layout] | None = None
     keys = ("tp", "pp", "vp", "cp", "micro_batch")
-    for option in candidates(layout, per_node):
+    ranked = sorted(
+        candidates(layout, 8),
+        key=lambda option: (
+            sum(getattr(option, k) != getattr(layout, k) for k in keys),
+            option.cp != layout.cp,  # context parallel only where the values ask for it
+            option.tp * option.pp * option.cp,  # then the most data parallel
+            -option.micro_batch,
+        ),
+    )
+    fallback = None
+    for option in ranked:
         if broken_rules(option):
             continue
-        changed = sum(getattr(option, k) != getattr(layout, k) for k in keys)
-        total = None
-        if gpu is not None and run.arch is not None:
-            estimate = estimate_layout(run, option, gpu)
-            total = estimate.total_gib if estimate is not None else None
-        fits = 0 if total is None or total <= gpu.memory_gib * 0.9 else 1  # type: ignore[union-attr]
-        score = (fits, changed, -option.micro_batch if total is None else 0.0)
-        if best is None or score < best[0]:
-            best = (score, option)
-    if best is None or best[0][0]:
-        return None if best is None else best[1]
-    return best[1]
+        if gpu is None or run.arch is None:
+            return option
+        fallback = fallback or option
+        estimate = estimate_layout(run, option, gpu)
+        if estimate is None or estimate.total_gib <= gpu.memory_gib * 0.9:
+            return option
+    return fallback
 
 
 def suggest_text(run: Run, layout: Layout, gpu: Gpu | None) -> str | None:

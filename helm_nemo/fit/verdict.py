@@ -8,7 +8,7 @@ context; anything between is tight (a warning: it may or may not run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import namedtuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up time
@@ -27,23 +27,23 @@ _WHAT = {
 }
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(namedtuple("Verdict", "status total_gib memory_gib biggest changes")):
     """The estimate against the GPU's memory."""
 
-    status: str  # "fits", "tight", "does not fit"
-    total_gib: float
-    memory_gib: float
-    biggest: str
-    changes: list[str] = field(default_factory=list)  # what-ifs that bring the total under TIGHT × memory
+    # status: str  # "fits", "tight", "does not fit"
+    # total_gib: float
+    # memory_gib: float
+    # biggest: str
+    # changes: list[str]  # what-ifs that bring the total under TIGHT × memory
+    __slots__ = ()
 
     @property
     def fits(self) -> bool:
-        return self.total_gib <= self.memory_gib
+        return bool(self.total_gib <= self.memory_gib)
 
     @property
     def headroom_gib(self) -> float:
-        return self.memory_gib - self.total_gib
+        return float(self.memory_gib - self.total_gib)
 
     def line(self, gpu_name: str) -> str:
         head = (
@@ -72,8 +72,6 @@ def judge(run: Run, layout: Layout, estimate: Estimate, gpu: Gpu) -> Verdict:
 def what_would_fit(run: Run, layout: Layout, gpu: Gpu) -> list[str]:
     """Single changes (raise TP/PP, full recompute, the distributed optimizer, a smaller micro batch) that bring
     the estimate under TIGHT × memory while keeping every layout rule; then a whole layout that does."""
-    from dataclasses import replace
-
     from helm_nemo.fit.layout import broken_rules, describe
     from helm_nemo.fit.suggest import suggest
     from helm_nemo.fit.memory import estimate_layout, with_layout
@@ -81,17 +79,17 @@ def what_would_fit(run: Run, layout: Layout, gpu: Gpu) -> list[str]:
     tries: list[tuple[str, Run, Layout]] = []
     for size in (2, 4, 8):
         if layout.tp * size <= 8:
-            tries.append((f"TP {layout.tp * size}", run, replace(layout, tp=layout.tp * size)))
+            tries.append((f"TP {layout.tp * size}", run, layout._replace(tp=layout.tp * size)))
             break
     for size in (2, 4, 8):
-        tries.append((f"PP {layout.pp * size}", run, replace(layout, pp=layout.pp * size)))
+        tries.append((f"PP {layout.pp * size}", run, layout._replace(pp=layout.pp * size)))
     if run.get("recompute") != "full":
         recompute = with_layout(run, recompute="full", recompute_method="uniform", recompute_layers=1)
         tries.append(("full recomputation (uniform, 1 layer)", recompute, layout))
     if not run.get("dist_optimizer"):
         tries.append(("the distributed optimizer", with_layout(run, dist_optimizer=True), layout))
     if layout.micro_batch > 1:
-        tries.append(("micro batch 1", run, replace(layout, micro_batch=1)))
+        tries.append(("micro batch 1", run, layout._replace(micro_batch=1)))
     out = []
     for label, other_run, other in tries:
         if broken_rules(other):
