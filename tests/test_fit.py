@@ -351,3 +351,14 @@ def test_what_would_fit_is_checked_by_the_rules(over_memory):
 
     works = suggest(report.run, report.layout, report.gpu)
     assert works is not None and rules.broken_rules(works) == []
+
+
+def test_preflight_shows_the_same_numbers():
+    """preflight prints fit's memory line per training release (and carries the JSON in its document's "fit")."""
+    from helm_nemo.actions.preflight import fit_lines
+
+    plans = build_plans(EXAMPLES / "a3mega-gpt3-175b.yaml", ENV)
+    (report,) = reports_for_file(str(EXAMPLES / "a3mega-gpt3-175b.yaml"), env={})
+    assert fit_lines(plans) == [f"fit [gpt3-175b]: {report.memory_line()}"]
+    assert plans[0].fit.as_json()["per_gpu_gib"] == report.as_json()["per_gpu_gib"]
+    assert fit_lines(build_plans(EXAMPLES / "a3mega-nccl-test.yaml", ENV)) == []  # no model, no line
