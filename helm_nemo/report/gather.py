@@ -128,6 +128,7 @@ def _verdict(report: Report, diagnosis: Diagnosis, texts: dict[str, str]) -> Non
         return
     shown: list[Event] = [diagnosis.cause] + sorted(diagnosis.consequences, key=lambda e: (e.at or "~", e.source))
     split: dict[str, list[str]] = {}
+    blocks: dict[str, list[Excerpt]] = {}  # per source; events whose lines are close share one excerpt
     for number, event in enumerate(shown[:MAX_EXCERPTS]):
         text = texts.get(event.source)
         if text is None or event.line <= 0:  # line 0: a pod's state (its exit, its eviction), no log line
@@ -135,9 +136,19 @@ def _verdict(report: Report, diagnosis: Diagnosis, texts: dict[str, str]) -> Non
         if event.source not in split:
             split[event.source] = text.split("\n")
         lines = split[event.source]
-        first = max(1, event.line - EXCERPT)
-        chunk = [line.rsplit("\r", 1)[-1] for line in lines[first - 1 : event.line + EXCERPT]]
-        report.excerpts[id(event)] = Excerpt(f"ev{number}", event.source, first, event.line, chunk)
+        first, last = max(1, event.line - EXCERPT), min(len(lines), event.line + EXCERPT)
+        mine = blocks.setdefault(event.source, [])
+        block = next((b for b in mine if first <= b.first + len(b.lines) and last >= b.first - 1), None)
+        if block is None:
+            block = Excerpt(f"x{sum(map(len, blocks.values()))}", event.source, first, event.line, [])
+            mine.append(block)
+            report.blocks.append(block)
+        end = max(last, block.first + len(block.lines) - 1)
+        block.first = min(first, block.first)
+        block.lines = [line.rsplit("\r", 1)[-1] for line in lines[block.first - 1 : end]]
+        anchor = block.hits.setdefault(event.line, f"ev{number}")  # two events of one line: one anchor
+        report.excerpts[id(event)] = block
+        report.anchors[id(event)] = anchor
     roles = {e.source: "consequence" for e in diagnosis.consequences}
     roles[diagnosis.cause.source] = "first cause"
     for row in report.pods:

@@ -18,13 +18,15 @@ EXCERPT = 4  # lines before and after an event's line
 
 @dataclass
 class Excerpt:
-    """The lines around one event of the verdict (the anchor the verdict links to)."""
+    """The lines around events of the verdict (EXCERPT before and after each; events of one log whose lines are
+    that close share one excerpt), each event's line with the anchor the verdict links to."""
 
     anchor: str
     source: str
     first: int  # line number of lines[0]
-    line: int  # the event's line
+    line: int  # the first event's line
     lines: list[str]
+    hits: dict[int, str] = field(default_factory=dict)  # line number -> the anchor of the event(s) on it
 
 
 @dataclass
@@ -95,7 +97,9 @@ class Report:
     generated: datetime
     source: str  # "files" or "cluster"
     diagnosis: Diagnosis | None = None
-    excerpts: dict[int, Excerpt] = field(default_factory=dict)  # id(event) -> its excerpt
+    excerpts: dict[int, Excerpt] = field(default_factory=dict)  # id(event) -> the excerpt that holds its line
+    anchors: dict[int, str] = field(default_factory=dict)  # id(event) -> the id of its line in that excerpt
+    blocks: list[Excerpt] = field(default_factory=list)  # the excerpts, in the order of their first event
     series: Series | None = None
     series_note: str = ""  # which log the curves come from
     step_median: float | None = None
@@ -111,8 +115,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
     def anchor(self, event: Event) -> str:
-        excerpt = self.excerpts.get(id(event))
-        return excerpt.anchor if excerpt else ""
+        return self.anchors.get(id(event), "")
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -52,7 +52,7 @@ def html(report: Report) -> str:
         consequences=consequences,
         lanes=lanes,
         shown=ROWS_SHOWN,
-        excerpts=sorted(report.excerpts.values(), key=lambda e: int(e.anchor[2:])),
+        excerpts=report.blocks,
     )
 
 
