@@ -3,7 +3,7 @@ defaults of their pretrain_recipe(): trainer() parallelism arguments and the dat
 Facts read from NVIDIA/NeMo nemo/collections/llm/recipes/<name>.py at commit 8cfedd7203 (SOURCE);
 every recipe uses the distributed optimizer (recipes/optim/adam.py: use_distributed_optimizer=True) and
 bf16_mixed (recipes/precision/mixed_precision.py: grad_reduce_in_fp32=True). Recipe defaults change between
-NeMo releases (llama31_405b was TP 8, PP 9, CP 2 before NeMo PR #13532), so a layout that only these defaults
+NeMo releases (llama31_405b was TP 8, PP 9, CP 4 until NeMo PR #12039), so a layout that only these defaults
 make wrong is a note of `helm nemo fit`, never an error: the image's NeMo decides.
 finetune recipes default to LoRA (`peft_scheme='lora'`): no memory verdict (fit says so).
 """
