@@ -282,3 +282,84 @@ def test_the_real_hang_dumps_in_a_folder_of_their_own_name_the_rank_that_did_not
     assert diagnosis.hang.collective == "nccl:all_reduce #108 of process group 0 (default_pg)"
     with pytest.raises(UserError, match="only flight-recorder dumps"):
         diagnose_paths([str(dumps)])
+
+
+def _case(name: str) -> Path:
+    return next((PUBLIC.parent).glob(f"*/{name}"))
+
+
+def test_an_unknown_exception_is_titled_by_its_type_message_and_raiser():
+    cause = diagnose_paths([str(_case("dat-51-init-dist-keyerror-rank"))]).cause
+    assert cause.klass == "python-exception"
+    # the innermost frame outside the standard library: os.environ raised it, the program's dist_util asked
+    assert cause.title == "KeyError: 'RANK' (raised in dist_util)"
+    assert cause.raised_in == "dist_util (dist_util.py:22 in _init_dist_pytorch)"
+
+
+def test_a_class_from_the_raising_frames():
+    # no signature names `KeyError: 'iteration'`; Megatron's checkpointing raised it
+    cause = diagnose_paths([str(_case("dlrover-977-flash-ckpt-megatron-keyerror-iteration"))]).cause
+    assert (cause.klass, cause.signature) == ("checkpoint", "raised-checkpoint")
+    # an assert on the parsed arguments is the program refusing its configuration
+    cause = diagnose_paths([str(_case("matchsum-11-batch-size-not-multiple-of-gpus"))]).cause
+    assert cause.klass == "config"
+
+
+def test_fabric_xid_and_nccl_numbers_are_said_in_words():
+    cause = diagnose_paths([str(_case("nccl-1405-k8s-net-ib-status12-vendor129"))]).cause
+    assert cause.klass == "fabric"
+    assert "status 12 (IBV_WC_RETRY_EXC_ERR): transport retry counter exceeded" in cause.title
+    assert "NCCL returned ncclRemoteError (6)" in cause.title
+    cause = diagnose_paths([str(_case("akash-support-244-xid94-contained-ecc-gpu-unhealthy"))]).cause
+    assert "Xid 94: contained ECC error" in cause.title and "a hardware fault" in cause.title
+
+
+def test_an_application_xid_gives_way_to_a_hardware_xid():
+    """Xid 43 (a channel reset after the program's own fault) is printed before Xid 94 (contained ECC): the hardware
+    fault is the first cause."""
+    cause = diagnose_paths([str(_case("akash-support-244-xid94-contained-ecc-gpu-unhealthy"))]).cause
+    assert "94, pid=" in cause.text
+
+
+def test_a_stop_from_outside_comes_before_the_peers_errors():
+    diagnosis = diagnose_paths([str(_case("stopped-sigterm"))])
+    assert diagnosis.cause.klass == "stopped"
+    assert Path(diagnosis.cause.source).name == "node-1.log"
+    assert "Received 15 death signal" in diagnosis.cause.text
+
+
+def test_every_line_a_signature_matches_holds_a_keyword():
+    """lines.candidates finds the lines worth reading by the keywords alone: on every corpus log, each line the
+    signatures' pattern matches must hold one (else the prefilter would hide it)."""
+    pattern = lines.trigger()
+    keywords = lines.keywords()
+    missed = []
+    for path in sorted((PUBLIC.parent).glob("*/*/*")):
+        if path.name == "case.yaml" or path.name.startswith("nccl_trace") or not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            if pattern.search(line) and not any(word in line for word in keywords):
+                missed.append(f"{path.parent.name}: {line[:120]}")
+    assert missed == []
+
+
+def test_a_cloud_logging_export_of_two_pods_is_read_as_two_logs():
+    """One JSON object a line, newest first, two pods in one file: each pod's log in time order."""
+    import json
+
+    from helm_nemo.diagnose import diagnose_texts
+
+    entries = []
+    for index in (0, 1):
+        text = (_case("cuda-oom") / f"node-{index}.log").read_text(encoding="utf-8")
+        for line in text.rstrip("\n").split("\n"):
+            stamp, _, rest = line.partition(" ")
+            entries.append(
+                {"timestamp": stamp, "textPayload": rest, "resource": {"labels": {"pod_name": f"p-{index}"}}}
+            )
+    entries.sort(key=lambda e: e["timestamp"], reverse=True)
+    export = "\n".join(json.dumps(e) for e in entries) + "\n"
+    diagnosis = diagnose_texts([("export.json", export)])
+    assert diagnosis.sources == 2
+    assert diagnosis.cause.klass == "cuda-oom"
+    assert diagnosis.cause.source == "export.json:p-1"

@@ -2,6 +2,9 @@
 
 - lines.py + signatures.yaml: the failure lines the programs print (data), a line's time, prefix and rank;
 - tracebacks.py: a Python traceback's exception line (the specific cause inside a traceback);
+- formats.py: a log shipper's JSON export (Cloud Logging, CloudWatch) read as the pod logs it holds;
+- raisers.py: an exception no signature names, classed by where it was raised; meanings.py: Xid, IB, NCCL codes;
+- stall.py: a stop from outside after a long time without a step is a stall;
 - torchrun.py: torchrun's error summary (the root-cause rank, the exit code's signal, the error file);
 - steps.py: the last training step per log or rank (who is behind in a hang);
 - flight.py: PyTorch flight-recorder dumps, read without unpickling objects (who did not join);
@@ -33,12 +36,20 @@ def diagnose_texts(
     from helm_nemo.diagnose.scan import scan
     from helm_nemo.diagnose.verdict import decide
 
+    from helm_nemo.diagnose.formats import expand
+
     scans = []
+    logs: list[tuple[str, str]] = []
     for item in texts:
-        name, text = item[0], item[1]
         base = item[2] if len(item) > 2 else None
-        scans.append(scan(text, name, node=(nodes or {}).get(name, ""), base=base))
+        for name, text in expand(item[0], item[1]):  # a log shipper's JSON export: its pods' logs
+            logs.append((name, text))
+            scans.append(scan(text, name, node=(nodes or {}).get(name, ""), base=base))
     diagnosis = decide(scans, extra, kind=kind)
+    if diagnosis.cause is not None and diagnosis.cause.klass == "stopped":
+        from helm_nemo.diagnose import stall
+
+        stall.explain(diagnosis, logs)
     if dumps and diagnosis.cause is not None and diagnosis.cause.klass == "nccl-timeout":
         from helm_nemo.diagnose import flight
         from helm_nemo.diagnose.events import Hang

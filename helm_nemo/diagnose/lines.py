@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterator
+
 DATA = Path(__file__).with_name("signatures.yaml")
 ROLES = ("cause", "weak", "consequence", "warning")
 
@@ -111,6 +115,41 @@ def trigger() -> re.Pattern[str]:
         EXCEPTION_NAME,
     ]
     return re.compile("|".join(f"(?:{p})" for p in parts), re.M)
+
+
+@lru_cache(maxsize=1)
+def keywords() -> tuple[str, ...]:
+    """The words at least one of which every line worth a closer look holds (signatures.yaml `keywords`)."""
+    import yaml
+
+    return tuple(yaml.safe_load(DATA.read_text(encoding="utf-8"))["keywords"])
+
+
+def candidates(text: str, start: int = 0) -> list[int]:
+    """The starts of the lines after `start` that hold a keyword, in order: plain substring searches (fast in
+    CPython) pick the few lines of a large log that the signatures' one big pattern then reads."""
+    found: set[int] = set()
+    for word in keywords():
+        pos = text.find(word, start)
+        while pos >= 0:
+            line = text.rfind("\n", 0, pos) + 1
+            found.add(max(line, start))
+            end = text.find("\n", pos)
+            if end < 0:
+                break
+            pos = text.find(word, end)
+    return sorted(found)
+
+
+def matches(text: str, start: int = 0) -> Iterator[re.Match[str]]:
+    """The trigger's first match in each candidate line after `start` (what `trigger().finditer` finds, one per
+    line, without running the big pattern over every character)."""
+    pattern = trigger()
+    for line in candidates(text, start):
+        end = text.find("\n", line)
+        found = pattern.search(text, line, len(text) if end < 0 else end)
+        if found:
+            yield found
 
 
 # A Python exception line: `KeyError: 'x'`, `torch.OutOfMemoryError: CUDA out of memory…`, `RuntimeError`

@@ -32,6 +32,8 @@ _CHECKOUT = re.compile(rf"/((?:{_PACKAGES})/.+)$")
 
 @dataclass(frozen=True)
 class Rule:
+    """A `raised:` entry of signatures.yaml: what names an exception of its class."""
+
     klass: str
     modules: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
@@ -132,11 +134,14 @@ def classify(frames: list[tuple[str, int, str]], exception: str, message: str = 
 
 
 def where(frames: list[tuple[str, int, str]]) -> str:
-    """`torch.nn.functional (functional.py:2546 in embedding)`: the innermost frame, or ""."""
+    """`torch.nn.functional (functional.py:2546 in embedding)`: the innermost frame outside the standard library
+    (`os.environ[…]` raised the KeyError, the program asked for it), or ""."""
     if not frames:
         return ""
-    path, line, function = frames[-1]
-    return f"{module_of(path)} ({path.rsplit('/', 1)[-1]}:{line} in {function})"
+    own = [frame for frame in frames if not _stdlib(module_of(frame[0]))]
+    path, line, function = (own or frames)[-1]
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{module_of(path)} ({name}:{line}" + (f" in {function})" if function else ")")
 
 
 def headline(message: str, width: int = TITLE_WIDTH) -> str:

@@ -53,8 +53,10 @@ def text(diagnosis: Diagnosis, *, what: str = "log(s)") -> str:
         f"FAILED: {name}: {cause.title}",
         f"  first: {where(cause, diagnosis.kind)}",
         f"  line:  {core(cause.text, 300)}",
-        f"  next:  {cause.hint}",
     ]
+    if cause.raised_in:
+        lines.append(f"  from:  {cause.raised_in}")
+    lines.append(f"  next:  {cause.hint}")
     hang = diagnosis.hang
     if hang is not None:
         words = hang.words()

@@ -83,7 +83,7 @@ def scan(text: str, source: str, *, node: str = "", base: Path | None = None) ->
         out.skipped = text.find("\n", out.skipped) + 1
     reader = _Text(text)
     skip = out.skipped
-    for found in L.trigger().finditer(text, out.skipped):
+    for found in L.matches(text, out.skipped):
         if found.start() < skip:
             continue
         line = reader.line_at(found.start())
@@ -187,7 +187,7 @@ def _plain(out: SourceScan, reader: _Text, line: Line, at: str, own: str, body: 
     if sig.id in SIGNAL_IDS and "received by PID" not in body:
         said = _signal_line(reader, line)
         if said is not None:
-            _event(out, sig, said, f"{body.strip()} / {L.stamp(said[2])[1].strip()}")
+            _event(out, sig, said, f"{body.strip()} / {L.body(said[2]).strip()}")
             return
     _event(out, sig, line, raised_in=raisers.where(frames))
 

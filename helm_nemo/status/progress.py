@@ -24,10 +24,10 @@ if TYPE_CHECKING:  # annotations only
 
     from helm_nemo.metrics.report import Input, Names
 
+from helm_nemo.status.stall_rule import STALL_FACTOR, stall_after
+
 WINDOW = 20
 WARMUP = 3
-STALL_FACTOR = 10.0
-MIN_STALL_S = 300.0  # a checkpoint save or an evaluation takes minutes without a step
 
 
 @dataclass
@@ -206,7 +206,7 @@ def progress(
         now = now or datetime.now(UTC)
         out.since_last_s = max(0.0, (now - out.last_step_at).total_seconds())
         if out.step_time_s is not None:
-            out.stall_after_s = max(stall_factor * out.step_time_s, MIN_STALL_S)
+            out.stall_after_s = stall_after(out.step_time_s, stall_factor)
             out.stalled = out.since_last_s > out.stall_after_s and not (
                 out.max_steps and out.steps_done >= out.max_steps
             )
