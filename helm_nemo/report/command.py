@@ -48,6 +48,10 @@ def on_cluster(
         say(f"helm nemo report: {len(names)} releases in the values; reporting {name} (name another to choose it)")
     run = action.run_inputs_for(values, [name])[name]
     report = from_cluster(client, name, run=run, preflight=preflight)
+    if len(names) > 1:
+        from helm_nemo.report.model import RecipeRow
+
+        report.recipe.insert(1, RecipeRow("releases of the values", ", ".join(names), ", ".join(values)))
     if not report.pods and report.series is None:
         say(f"helm nemo report: nothing of release {name} in namespace {client.namespace}")
         return 3
