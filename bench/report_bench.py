@@ -71,7 +71,11 @@ def rank0_log(log: str, megabytes: float) -> tuple[str, int]:
     total = history + len(own)
     start = _time(ended[own[0]]) - sum((gaps[k % len(gaps)] for k in range(history)), timedelta(0))
     head = ended[: own[0]]
-    out = [*head[:3]]  # the launcher's first lines, then the history, then rank 0's lines from its first step
+    # the launcher's first lines (moved to just before the history, so the log stays in time order), the history,
+    # then rank 0's lines from its first step
+    out = [
+        f"{_stamp(start - timedelta(milliseconds=3 - n))} {line.partition(' ')[2]}" for n, line in enumerate(head[:3])
+    ]
     at = start
     for k in range(history):
         out.append(f"{_stamp(at)} {_renumber(body[k % len(body)].partition(' ')[2], k, total)}")

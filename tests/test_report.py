@@ -332,3 +332,34 @@ def test_report_of_a_failed_16_pod_jobset_on_the_emulator(tmp_path):
     assert OOM_LINE in page.split('<span class="hit" id="ev0">', 1)[1].split("</span>", 1)[0]
     assert page.count('class="lane"') == 16 and all(f'data-pod="{name}"' in page for name in names.values())
     assert page.count("exit 137") == 1 and page.count("exit 1 ") + page.count("exit 1<") >= 15
+
+
+def test_a_server_that_ignores_since_time_gets_the_whole_log_read(tmp_path):
+    """The emulator answers `sinceTime` from the log's start (it does not implement it): the windows would all be
+    the log's head, so the report reads the whole log instead and still spans every step (fetch.py)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    from datetime import UTC, datetime, timedelta
+
+    from failed_at_scale import failed_run
+    from kube_emulator import KubeEmulator
+    from real_cluster_bench import ENV, FAILED_RELEASE, NAMESPACE, failed_emulator
+    from report_bench import rank0_log
+
+    from helm_nemo.report import fetch
+
+    runs = failed_run(4, 1, datetime.now(UTC) - timedelta(minutes=30))
+    runs[0].log, steps = rank0_log(runs[0].log, 3)
+    assert len(runs[0].log) > fetch.HEAD_BYTES
+    with KubeEmulator(ready=False) as kube:
+        failed_emulator(kube, runs, tmp_path)
+        env = {**ENV, "HOME": str(tmp_path), "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kc", namespace=NAMESPACE))}
+        out = tmp_path / "r.html"
+        proc = subprocess.run(
+            [*NEMO, "report", FAILED_RELEASE, "-n", NAMESPACE, "-o", str(out)], env=env, capture_output=True, text=True
+        )
+        since = [r.query for r in kube.requests if r.path.endswith("/log") and "sinceTime" in r.query]
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert len(since) == fetch.WINDOWS  # the windows were asked for
+    assert f"steps 0–{steps - 1} of {steps}" in page and "windows at evenly spaced times" not in page

@@ -101,6 +101,12 @@ def _curves(report: Report, series: Series | None, text: str, run: RunInputs | N
             f"{series.source} ({series.format} log; {len(text) / 1e6:.0f} MB: {series.read_steps:,} of its {last:,} "
             "steps read, in windows spread evenly over it, and every pause between them read whole)"
         )
+        if series.fetched:
+            report.series_note = (
+                f"{series.source} ({series.format} log: {series.read_steps:,} of its {last:,} steps, from its head, "
+                f"{len(series.joins) - 2} windows at evenly spaced times and its tail, {series.fetched / 1e6:.1f} MB "
+                "fetched; a pause between two pieces is placed between their steps)"
+            )
     times = [p.step_time_s for p in series.points if p.step_time_s is not None]
     if times:
         report.step_median = percentile(times, 0.5)
@@ -296,8 +302,12 @@ def from_cluster(
         container = cluster.main_container(pod or {})
         if container:
             query["container"] = container
-        full = client.text(cluster.LOG.format(ns=client.namespace, pod=curves), query)  # the whole log
-    series = from_text(curves or "", full) if full else None  # the verdict's excerpts stay those of the tails read
+        from helm_nemo.report.fetch import fetch
+
+        path = cluster.LOG.format(ns=client.namespace, pod=curves)
+        series, full = fetch(client, path, query, status.texts.get(curves, ""), curves)
+    else:
+        series = None  # the verdict's excerpts stay those of the tails read
     _curves(report, series, full, run)
     pods = [p for p in recorder.lists.get("pods", []) if _instance(p) == release]
     ranked = cluster.rank_pods(pods)

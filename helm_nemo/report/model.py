@@ -37,6 +37,7 @@ class Stall:
     at: datetime | None
     seconds: float
     after: int | None = None  # the step that ended it, None when none came
+    inexact: bool = False  # between two pieces of a log fetched in pieces: somewhere between step and after
 
 
 @dataclass
@@ -136,6 +137,12 @@ def stalls(series: Series, median: float, last_line: datetime | None) -> list[St
             seconds = point.step_time_s * (point.step - previous.step)
             found.append(Stall(previous.step, previous.at, seconds, point.step))
         previous = point
+    for (_, before), (after, _) in zip(series.joins, series.joins[1:], strict=False):  # pieces fetched apart
+        if before.at is None or after.at is None or after.step <= before.step:
+            continue
+        excess = (after.at - before.at).total_seconds() - (after.step - before.step) * median
+        if excess > limit:
+            found.append(Stall(before.step, before.at, excess, after.step, inexact=True))
     last = series.points[-1] if series.points else None
     if last is not None and last.at is not None and last_line is not None:
         gap = (last_line - last.at).total_seconds()

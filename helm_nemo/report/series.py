@@ -64,6 +64,8 @@ class Series:
     restarts: list[tuple[int, datetime | None]] = field(default_factory=list)  # (step the log went back to, at)
     sampled: bool = False  # a long log read in windows (reading.py): points holds the steps read
     read_steps: int = 0
+    joins: list[tuple[Point, Point]] = field(default_factory=list)  # (first, last) step of each piece fetched
+    fetched: int = 0  # characters fetched, when fetched in pieces (fetch.py)
 
 
 def _number(text: str) -> float | None:
