@@ -3,8 +3,9 @@ spaced times and its tail.
 
 Delivering a whole 55 MB log through kube-apiserver from kwok took 11.7 s on the test control plane, where 64 KB
 from its middle (`sinceTime` + `limitBytes`) took 0.23 s and its tail 0.31 s (docs/report.md). So a log longer
-than HEAD_BYTES is read as its first HEAD_BYTES, WINDOWS windows of WINDOW_BYTES starting at evenly spaced times
-between its first line and the last line of the tail status read (side by side), and that tail. A pause between
+than HEAD_BYTES is read as its first HEAD_BYTES and WINDOWS windows of WINDOW_BYTES starting at evenly spaced
+times between its first line (a 4 KB probe) and the last line of the tail status read, all side by side, and that
+tail. A pause between
 two pieces (their time apart longer than their steps at the median by more than the stall limit) is a stall
 whose place between their steps is not read step by step (Stall.inexact). A server that ignores `sinceTime`
 (it answers from the log's start) gets the whole log read instead.
@@ -21,8 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from helm_nemo.kube.client import KubeClient
 
-HEAD_BYTES = 1_000_000
-WINDOWS = 8
+HEAD_BYTES = 512_000
+WINDOWS = 6
 WINDOW_BYTES = 32_000
 THREADS = 8
 
@@ -51,27 +52,29 @@ def _whole_lines(text: str) -> str:
 
 def fetch(client: KubeClient, path: str, query: dict[str, str], tail: str, source: str) -> tuple[Series, str]:
     """The steps of the log at `path` (pods/NAME/log) and the text whose last line is the log's last."""
-    head = client.text(path, {**query, "limitBytes": str(HEAD_BYTES)})
-    if len(head.encode("utf-8", "replace")) < HEAD_BYTES:
-        return from_text(source, head), head  # the whole log
-    start, end = _first_time(head), _last_time(tail)
-    if start is None or end is None or end <= start:
-        whole = client.text(path, query)
+    probe = client.text(path, {**query, "limitBytes": "4096"})  # the first line's time, for the windows
+    start, end = _first_time(probe), _last_time(tail)
+    if len(probe.encode("utf-8", "replace")) < 4096 or start is None or end is None or end <= start:
+        whole = probe if len(probe.encode("utf-8", "replace")) < 4096 else client.text(path, query)
         return from_text(source, whole), whole
     step = (end - start) / (WINDOWS + 1)
     times = [start + step * (k + 1) for k in range(WINDOWS)]
 
-    def window(at: datetime) -> tuple[datetime, str]:
+    def window(at: datetime | None) -> tuple[datetime | None, str]:
+        if at is None:  # the head
+            return None, client.text(path, {**query, "limitBytes": str(HEAD_BYTES)})
         since = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         return at, client.text(path, {**query, "sinceTime": since, "limitBytes": str(WINDOW_BYTES)})
 
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=THREADS) as pool:
-        got = list(pool.map(window, times))
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:  # the head and the windows side by side
+        (_, head), *got = list(pool.map(window, [None, *times]))
+    if len(head.encode("utf-8", "replace")) < HEAD_BYTES:
+        return from_text(source, head), head  # the whole log
     for at, text in got:
         first = _first_time(text)
-        if first is None or first < at - timedelta(seconds=1):  # sinceTime not honoured: read it all
+        if first is None or at is None or first < at - timedelta(seconds=1):  # sinceTime not honoured: read it all
             whole = client.text(path, query)
             return from_text(source, whole), whole
     out = Series(source, sampled=True)
