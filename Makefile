@@ -47,9 +47,11 @@ bench: setup
 	$(PY) bench/run.py --check
 
 # preflight (1,000 nodes, 5,000 pods) and status (512 pods) on the emulator and the real control plane, side by
-# side (about 5 minutes: most of it is kwok bringing the pods up; docs/performance.md).
+# side (about 5 minutes: most of it is kwok bringing the pods up; docs/performance.md); then `report` of a failed
+# 1,024-pod JobSet with a 50 MB rank-0 log, `status` of the same run beside it (bench/report_bench.py, docs/report.md).
 bench-real: setup cluster
 	$(PY) bench/real_cluster_bench.py
+	$(PY) bench/report_bench.py
 
 dist: setup
 	$(PY) scripts/dist.py

@@ -51,6 +51,8 @@ class Curve:
 
 @dataclass
 class Chart:
+    """One chart of the report: its series, axes and marks (drawn as SVG by leather)."""
+
     key: str  # data-chart: loss-step, loss-time, …
     title: str
     x_label: str

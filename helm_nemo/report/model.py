@@ -77,6 +77,8 @@ class RunEvent:
 
 @dataclass
 class RecipeRow:
+    """One value of the recipe shown in the report, and where it came from."""
+
     key: str
     value: str
     origin: str = ""
@@ -94,6 +96,8 @@ class Check:
 
 @dataclass
 class Report:
+    """Everything one report shows, gathered before it is rendered."""
+
     title: str
     generated: datetime
     source: str  # "files" or "cluster"
