@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, UTC
 
 from helm_nemo.dataprep.progress import PodLines, count, parse_indexes, pod_index
+from helm_nemo.terminal_text import safe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -359,11 +360,11 @@ class StageWait:
         for index in failed or sorted(set(self._index_of_name.values())):
             pods = sorted(p for p, i in self._index_of_name.items() if i == index and p in self.pods)
             said = [line for p in pods for line in self.pods[p].failed.values()]
-            if said:
-                lines += [f"  index {index}: {line}" for line in dict.fromkeys(said)]
+            if said:  # pod log lines reach the terminal: never as escape sequences
+                lines += [f"  index {index}: {safe(line)}" for line in dict.fromkeys(said)]
             elif pods and self.pods[pods[-1]].last_lines:
                 lines.append(f"  index {index}: the last lines of pod {pods[-1]}:")
-                lines += [f"    {line}" for line in self.pods[pods[-1]].last_lines]
+                lines += [f"    {safe(line)}" for line in self.pods[pods[-1]].last_lines]
         return lines
 
 

@@ -333,6 +333,14 @@ def _shards_line(path: str, out: Echo) -> None:
 
 
 def status(jobs: list[SlurmJob], env: Mapping[str, str] | None = None, out: Echo = print, echo: Echo = _stderr) -> int:
+    from helm_nemo.terminal_text import safe
+
+    raw_out = out
+
+    def safe_out(text: str) -> None:  # the jobs' log lines reach the terminal: never as escape sequences
+        raw_out(safe(text))
+
+    out = safe_out
     env = os.environ if env is None else env
     found = 0
     for job in jobs:
