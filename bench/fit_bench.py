@@ -29,16 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 20.0
-ENV = {
-    "GCS_BUCKET": "test-bucket",
-    "KUEUE_NAME": "test-queue",
-    "PROJECT_ID": "test-project-1",
-    "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
-    "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com",
-    "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
-    "FSX_DNS_NAME": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
-    "FSX_MOUNT_NAME": "abcdefgh",
-}
+sys.path.insert(0, str(ROOT / "tests"))
+from test_examples_golden import ENV  # the examples' stand-ins for the environment, as the tests use
+
 EXAMPLES = (
     "a3mega-gpt3-175b.yaml",  # a NeMo 1 config read with positions
     "a3high-llama3-8b-jobset.yaml",  # a NeMo 2 recipe name and its defaults

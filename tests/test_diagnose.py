@@ -363,3 +363,13 @@ def test_a_cloud_logging_export_of_two_pods_is_read_as_two_logs():
     assert diagnosis.sources == 2
     assert diagnosis.cause.klass == "cuda-oom"
     assert diagnosis.cause.source == "export.json:p-1"
+
+
+def test_a_stop_after_minutes_without_a_step_is_a_stall():
+    """The real run: rank 0's data loader stopped at step 40, the deadline's SIGTERM came 363 s later (status's
+    STALLED rule: more than max(10 x 0.1 s, 300 s))."""
+    cause = diagnose_paths([str(_case("stall-long-1node"))]).cause
+    assert cause.klass == "stall"
+    assert cause.title.startswith("stopped after 6 min without a step (last step 39; steps took 0.1 s)")
+    # the same stall stopped after 51 s is under status's 5-minute floor: a stop, not (yet) a stall
+    assert diagnose_paths([str(_case("stall-deadline"))]).cause.klass == "stopped"

@@ -24,16 +24,7 @@ from helm_nemo.values.plan import build_plans
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "values" / "examples"
-ENV = {
-    "GCS_BUCKET": "test-bucket",
-    "KUEUE_NAME": "test-queue",
-    "PROJECT_ID": "test-project-1",
-    "ARTIFACT_REGISTRY": "us-central1-docker.pkg.dev/test-project/test-registry",
-    "ECR_REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com",
-    "FSX_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
-    "FSX_DNS_NAME": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
-    "FSX_MOUNT_NAME": "abcdefgh",
-}
+from test_examples_golden import ENV  # the examples' stand-ins for the environment
 
 
 def fit_cli(*args: str):

@@ -17,11 +17,6 @@ __all__ = sorted(_PUBLIC)  # noqa: PLE0605 (names served lazily by __getattr__)
 
 
 def __getattr__(name: str) -> "Any":
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    from helm_nemo.lazy import attribute
 
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return attribute(__name__, _PUBLIC, name)
