@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from helm_nemo.report.reading import _lines, _merge, from_text
+from helm_nemo.report.reading import _lines, _merge, from_text, last_time
 from helm_nemo.report.series import Series, parse
 
 TYPE_CHECKING = False
@@ -35,16 +35,6 @@ def _first_time(text: str) -> datetime | None:
     return parse_stamp(stamp) if len(stamp) >= 20 and stamp[4:5] == "-" else None
 
 
-def _last_time(text: str) -> datetime | None:
-    from helm_nemo.status.progress import parse_stamp
-
-    for line in reversed(text[-65536:].rstrip("\n").split("\n")):
-        stamp = line.partition(" ")[0]
-        if len(stamp) >= 20 and stamp[4:5] == "-":
-            return parse_stamp(stamp)
-    return None
-
-
 def _whole_lines(text: str) -> str:
     """Without a last line cut by limitBytes."""
     return text[: text.rfind("\n") + 1] if not text.endswith("\n") else text
@@ -53,7 +43,7 @@ def _whole_lines(text: str) -> str:
 def fetch(client: KubeClient, path: str, query: dict[str, str], tail: str, source: str) -> tuple[Series, str]:
     """The steps of the log at `path` (pods/NAME/log) and the text whose last line is the log's last."""
     probe = client.text(path, {**query, "limitBytes": "4096"})  # the first line's time, for the windows
-    start, end = _first_time(probe), _last_time(tail)
+    start, end = _first_time(probe), last_time(tail)
     if len(probe.encode("utf-8", "replace")) < 4096 or start is None or end is None or end <= start:
         whole = probe if len(probe.encode("utf-8", "replace")) < 4096 else client.text(path, query)
         return from_text(source, whole), whole

@@ -23,7 +23,7 @@ from helm_nemo.report.model import (
     percentile,
     stalls,
 )
-from helm_nemo.report.reading import from_text
+from helm_nemo.report.reading import from_text, last_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
@@ -57,7 +57,7 @@ def from_files(
     best = max(parsed, key=lambda item: len(item[1].points)) if parsed else None
     _curves(report, best[1] if best else None, dict(texts).get(best[0], "") if best else "", run)
     for name, text in texts:
-        row = PodRow(name, started=_first_time(text), last_line=_last_time(text))
+        row = PodRow(name, started=_first_time(text), last_line=last_time(text))
         series = dict(parsed)[name]
         row.first_step = series.points[0].at if series.points else None
         report.pods.append(row)
@@ -71,16 +71,6 @@ def _first_time(text: str) -> datetime | None:
     from helm_nemo.status.progress import parse_stamp
 
     for line in text[:4096].split("\n"):
-        stamp = line.partition(" ")[0]
-        if len(stamp) >= 20 and stamp[4:5] == "-":
-            return parse_stamp(stamp)
-    return None
-
-
-def _last_time(text: str) -> datetime | None:
-    from helm_nemo.status.progress import parse_stamp
-
-    for line in reversed(text[-65536:].rstrip("\n").split("\n")):
         stamp = line.partition(" ")[0]
         if len(stamp) >= 20 and stamp[4:5] == "-":
             return parse_stamp(stamp)
@@ -111,7 +101,7 @@ def _curves(report: Report, series: Series | None, text: str, run: RunInputs | N
     if times:
         report.step_median = percentile(times, 0.5)
         report.step_p95 = percentile(times, 0.95)
-        report.stalls = stalls(series, report.step_median, _last_time(text))
+        report.stalls = stalls(series, report.step_median, last_time(text))
     if run is None:
         return
     inputs, names = run.inputs, run.names
@@ -318,7 +308,7 @@ def from_cluster(
         by_name[curves].first_step = series.points[0].at
     for name, text in texts.items():
         if name in by_name:
-            by_name[name].last_line = _last_time(text)
+            by_name[name].last_line = last_time(text)
     if status.diagnosis is not None:
         texts.update(_excerpt_tails(client, status, recorder.lists.get("pods", []), texts))
         _verdict(report, status.diagnosis, texts)

@@ -119,3 +119,14 @@ def _merge(out: Series, part: Series) -> None:
     out.points += part.points
     out.val += part.val
     out.restarts += part.restarts
+
+
+def last_time(text: str) -> datetime | None:
+    """The kubelet's time of a log's last stamped line (its last 64 KB read), or None."""
+    from helm_nemo.status.progress import parse_stamp
+
+    for line in reversed(text[-65536:].rstrip("\n").split("\n")):
+        stamp = line.partition(" ")[0]
+        if len(stamp) >= 20 and stamp[4:5] == "-":
+            return parse_stamp(stamp)
+    return None
