@@ -42,7 +42,8 @@ def last_steps(text: str) -> tuple[int, datetime, float] | None:
     read_steps(text, scan)
     stamped = []
     for pos, step in scan.marks[-(WINDOW + 1) :]:
-        when = _when(L.stamp(text[pos : pos + 40])[0])
+        end = text.find("\n", pos)  # the whole line: a `kubectl logs --prefix` pod name may come before the time
+        when = _when(L.stamp(text[pos : end if end >= 0 else len(text)])[0])
         if when is not None:
             stamped.append((step, when))
     if len(stamped) < 2:
