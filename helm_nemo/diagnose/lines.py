@@ -63,7 +63,6 @@ class Signature:
     hint: str
     warned: bool = False  # fatal even on a warning-level line
     lasting: bool = False  # the cause even when training steps follow it
-    generic: bool = False  # without times across logs, a specific class elsewhere comes first
     detail: str = ""  # meanings.DETAILS: what the line's number means
 
     @property
@@ -91,7 +90,6 @@ def signatures() -> tuple[Signature, ...]:
                 item.get("hint", ""),
                 "warned" in flags,
                 "lasting" in flags,
-                "generic" in flags,
                 item.get("detail") or "",
             )
         )

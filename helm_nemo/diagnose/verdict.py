@@ -17,6 +17,8 @@ from __future__ import annotations
 from helm_nemo.diagnose.events import TIERS, Diagnosis, Event, Hang, SourceScan, Steps
 from helm_nemo.diagnose.steps import went_on
 
+# without times across logs, a specific class elsewhere is the first cause before these (a stop from outside is
+# often the scheduler ending the others after one failed)
 GENERIC = ("python-exception", "worker-exit", "stopped")
 KILLED_IN_TEARDOWN = "killed after another pod failed: the set stops the others (SIGKILL after the grace period)"
 

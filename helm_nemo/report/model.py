@@ -11,7 +11,8 @@ if TYPE_CHECKING:  # annotations only
     from helm_nemo.diagnose.events import Diagnosis, Event
     from helm_nemo.report.series import Series
 
-STALL_FACTOR = 10.0  # a step longer than this many median step times is a stall (status's STALL_FACTOR)
+from helm_nemo.status.stall_rule import STALL_FACTOR  # a step longer than this many median step times is a stall
+
 MIN_STALL_S = 60.0  # and longer than this: a curve shows every such pause (status waits 300 s to say STALLED)
 EXCERPT = 4  # lines before and after an event's line
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from helm_nemo.report.model import MIN_STALL_S, STALL_FACTOR, percentile
+from helm_nemo.report.model import MIN_STALL_S, percentile
+from helm_nemo.status.stall_rule import STALL_FACTOR
 from helm_nemo.report.series import Point, Series, parse
 
 FULL_BYTES = 4_000_000
