@@ -29,6 +29,7 @@ SCHEDULING_PATIENCE = 20.0  # seconds a test may stay unplaced (Kueue pending, n
 LOG_LIMIT = 64 << 20  # bytes of rank 0's log read at most (400 ranks' INFO lines are a few MB)
 JOB = "/apis/batch/v1/namespaces/{ns}/jobs/{name}"
 PODS = "/api/v1/namespaces/{ns}/pods"
+REMOVE_WAIT_S = 30.0  # after helm returns: the garbage collector removes a deleted Job within seconds
 LOG = "/api/v1/namespaces/{ns}/pods/{pod}/log"
 
 
@@ -295,10 +296,20 @@ def _remove(
     if proc.returncode != 0:
         echo(f"helm nemo: could not remove the NCCL test release {name}: {(proc.stderr or '').strip()}")
         return left
-    try:
-        pods = client.list(PODS.format(ns=namespace), {"labelSelector": f"batch.kubernetes.io/job-name={name}"})
-    except Exception as err:  # the clean-up says what it could not see; it never hides the measurement
-        return f"could not list the test's pods after removing it ({err})"
+    # helm's --wait can return while the Job still holds its foreground-deletion finalizer (Kueue's Workload
+    # goes first); the clean-up is done when the API server no longer has the Job nor its pods.
+    deadline = time.monotonic() + REMOVE_WAIT_S
+    while True:
+        try:
+            job = client.get_or_none(JOB.format(ns=namespace, name=name))
+            pods = client.list(PODS.format(ns=namespace), {"labelSelector": f"batch.kubernetes.io/job-name={name}"})
+        except Exception as err:  # the clean-up says what it could not see; it never hides the measurement
+            return f"could not list the test's pods after removing it ({err})"
+        if job is None and not pods:
+            return None
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     if pods:
         return f"{len(pods)} pod(s) of the test still terminating: kubectl get pods -n {namespace} -l job-name={name}"
-    return None
+    return f"the test's Job is still being deleted: kubectl get job {name} -n {namespace}"
