@@ -9,7 +9,9 @@ that works), in a fresh interpreter:
   cold   the first build_plans (what one `helm nemo validate` run pays: imports of helm_nemo.fit and its parts of
          metrics included), with fit, minus the first build_plans of a fresh interpreter with fit left out
   warm   the same difference for further calls in one process (the median of --repeat calls)
-`added_ms` is the largest cold difference over the examples, the figure to hold against the 20 ms.
+`added_ms` is the largest cold difference over the examples that validate, the figure to hold against the 20 ms
+(the rules and the estimate). The refused layout is printed beside them with its own figure, `refused_added_ms`:
+its error also carries a layout that works, searched over a few thousand candidates, which only an error pays.
 
   .venv/bin/python bench/fit_bench.py [--rounds N] [--repeat N] [--json]
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 20.0
+REFUSED = "issue-40-refused-layout"
 sys.path.insert(0, str(ROOT / "tests"))
 from test_examples_golden import ENV  # the examples' stand-ins for the environment, as the tests use
 
@@ -98,16 +101,17 @@ def measure(rounds: int = 5, repeat: int = 20) -> dict:
             runs = {flag: [fresh(path, flag, repeat) for _ in range(rounds)] for flag in (True, False)}
             cold = min(r["first_ms"] for r in runs[True]) - min(r["first_ms"] for r in runs[False])
             warm = min(r["warm_ms"] for r in runs[True]) - min(r["warm_ms"] for r in runs[False])
-            name = "issue-40-refused-layout" if path.parent == Path(tmp) else path.stem
+            name = REFUSED if path.parent == Path(tmp) else path.stem
             results[name] = {
                 "cold_added_ms": round(cold, 2),
                 "warm_added_ms": round(warm, 2),
                 "validate_ms_without_fit": round(min(r["first_ms"] for r in runs[False]), 2),
             }
-    added = max(r["cold_added_ms"] for r in results.values())
+    added = max(r["cold_added_ms"] for name, r in results.items() if name != REFUSED)
     return {
         "name": "fit",
         "added_ms": round(added, 2),
+        "refused_added_ms": results[REFUSED]["cold_added_ms"],
         "target_ms": TARGET_MS,
         "ok": added <= TARGET_MS,
         "examples": results,
@@ -129,7 +133,10 @@ def main() -> int:
                 f"{name:32} +{row['cold_added_ms']:6.2f} ms cold, +{row['warm_added_ms']:6.2f} ms warm "
                 f"(validate without fit {row['validate_ms_without_fit']:.1f} ms)"
             )
-        print(f"fit adds at most {result['added_ms']:.2f} ms to validate (target {TARGET_MS:.0f} ms)")
+        print(
+            f"fit adds at most {result['added_ms']:.2f} ms to a validate that passes (target {TARGET_MS:.0f} ms); "
+            f"{result['refused_added_ms']:.2f} ms to refusing the issue's layout, with a layout that works"
+        )
     return 0 if result["ok"] else 1
 
 

@@ -102,11 +102,14 @@ def check_run(run: Run, gpu: Gpu | None, release: str | None = None) -> FitRepor
 
     notes = _drop_conflicting_defaults(run, gpu)
     layout = layout_of(run, gpu)
-    works = None
-    if broken_rules(layout):
-        from helm_nemo.fit.suggest import suggest_text
+    works = suggested = None
+    searched = bool(broken_rules(layout))
+    if searched:
+        from helm_nemo.fit.layout import describe
+        from helm_nemo.fit.suggest import suggest
 
-        works = suggest_text(run, layout, gpu)
+        suggested = suggest(run, layout, gpu)
+        works = describe(suggested) if suggested is not None else None
     report = FitReport(release, run, gpu, layout, findings(run, gpu, layout, works))
     report.notes += run.notes + notes
     if gpu is None:
@@ -131,7 +134,7 @@ def check_run(run: Run, gpu: Gpu | None, release: str | None = None) -> FitRepor
     if report.estimate is not None:
         from helm_nemo.fit.verdict import judge
 
-        report.verdict = judge(run, layout, report.estimate, gpu)
+        report.verdict = judge(run, layout, report.estimate, gpu, (suggested,) if searched else None)
     return report
 
 

@@ -117,11 +117,7 @@ def estimate_layout(run: Run, layout: Layout, gpu: Gpu | None, options: Options 
     options = options or _options(run)
     if layout.pp == 1 and layout.vp is not None:
         layout = layout._replace(vp=None)  # Megatron refuses it (layout rule vp-needs-pp); no interleaving
-    stages = layout.stage_layers()
-    if stages is None:
-        layers = run.arch.layers
-        per = -(-layers // layout.pp)
-        stages = [per] * layout.pp
+    stages = _stages(run, layout)
     picks = sorted({0, len(stages) - 1, len(stages) // 2})
     best: Estimate | None = None
     for stage in picks:
@@ -146,7 +142,9 @@ def _dims(run: Run) -> tuple[int, int, int, int, int, int, int]:
     return arch.hidden, arch.heads * d, groups * d, arch.ffn, arch.heads, vocab, 3 if arch.gated else 2
 
 
-def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Options) -> Estimate:
+def _state(run: Run, lay: Layout, stages: list[int], stage: int) -> tuple[float, float, float, float]:
+    """(parameters, weight, gradient and optimizer bytes) on one GPU of `stage`: what a layout holds before any
+    activation, the same for every micro batch and virtual pipeline size."""
     arch = run.arch
     assert arch is not None
     h, q, kv, ffn, heads, vocab, mats = _dims(run)
@@ -190,8 +188,34 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
         optimizer = 12 * dense_params / dp_cp + 12 * expert_local / expert_dp
     else:
         optimizer = 12 * params
-    weights = 2 * params
-    gradients = grad_bytes * params
+    return params, 2 * params, grad_bytes * params, optimizer
+
+
+def state_floor_gib(run: Run, layout: Layout) -> float:
+    """The weights, gradients and optimizer state of the fullest stage, in GiB: a floor under the estimate that
+    lets the layout search skip every micro batch and virtual pipeline of a TP×PP×CP that cannot fit."""
+    stages = _stages(run, layout)
+    return max(sum(_state(run, layout, stages, stage)[1:]) for stage in sorted({0, len(stages) - 1})) / GIB
+
+
+def _stages(run: Run, layout: Layout) -> list[int]:
+    stages = layout.stage_layers()
+    if stages is None:
+        assert run.arch is not None
+        per = -(-run.arch.layers // layout.pp)
+        stages = [per] * layout.pp
+    return stages
+
+
+def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Options) -> Estimate:
+    arch = run.arch
+    assert arch is not None
+    h, q, kv, ffn, heads, vocab, mats = _dims(run)
+    n_layers = stages[stage]
+    first, last = stage == 0, stage == lay.pp - 1
+    tp, cp = lay.tp, lay.cp
+    params, weights, gradients, optimizer = _state(run, lay, stages, stage)
+    grad_bytes = 4 if run.get("grad_fp32") is not False else 2
     # -- activations
     tokens = (arch.seq_len if lay.seq_len is None else lay.seq_len) / cp * lay.micro_batch
     per_layer = tokens * _per_token(run, lay, h, q, kv, ffn, heads, mats, options)

@@ -15,7 +15,6 @@ workload.arguments), as NeMo's CLI and the launchers apply them.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from collections import namedtuple
 from functools import lru_cache
 
@@ -506,7 +505,7 @@ def _model(run: Run, config: dict[str, Any] | None, found: dict[str, Setting]) -
     shape = model.arch
     seq_len = _as_int(found["seq_len"].value) if "seq_len" in found else None
     if seq_len:
-        shape = replace(shape, seq_len=seq_len)
+        shape = shape._replace(seq_len=seq_len)
     run.arch = shape
     run.arch_from = Setting(model.name, default=f"model {model.name} ({model.source})")
 
@@ -587,7 +586,7 @@ def run_from_facts(
     found = {name: Setting(value, source) for name, value in facts.items() if value is not None}
     if arch is not None:
         run.arch = (
-            arch if "seq_len" not in found else replace(arch, seq_len=_as_int(found["seq_len"].value) or arch.seq_len)
+            arch if "seq_len" not in found else arch._replace(seq_len=_as_int(found["seq_len"].value) or arch.seq_len)
         )
         run.arch_from = Setting("facts", source)
         if model:

@@ -55,7 +55,11 @@ class Verdict(namedtuple("Verdict", "status total_gib memory_gib biggest changes
         return head
 
 
-def judge(run: Run, layout: Layout, estimate: Estimate, gpu: Gpu) -> Verdict:
+def judge(
+    run: Run, layout: Layout, estimate: Estimate, gpu: Gpu, suggested: tuple[Layout | None] | None = None
+) -> Verdict:
+    """`suggested`: (the layout suggest() found,) when the caller already searched for one (the search costs tens
+    of milliseconds; a refused layout would pay it twice)."""
     terms = estimate.terms()
     biggest = max(terms, key=lambda k: terms[k])
     total = estimate.total_gib
@@ -65,11 +69,11 @@ def judge(run: Run, layout: Layout, estimate: Estimate, gpu: Gpu) -> Verdict:
         status = "tight"
     else:
         status = "does not fit"
-    changes = what_would_fit(run, layout, gpu) if status != "fits" else []
+    changes = what_would_fit(run, layout, gpu, suggested) if status != "fits" else []
     return Verdict(status, total, gpu.memory_gib, biggest, changes)
 
 
-def what_would_fit(run: Run, layout: Layout, gpu: Gpu) -> list[str]:
+def what_would_fit(run: Run, layout: Layout, gpu: Gpu, suggested: tuple[Layout | None] | None = None) -> list[str]:
     """Single changes (raise TP/PP, full recompute, the distributed optimizer, a smaller micro batch) that bring
     the estimate under TIGHT × memory while keeping every layout rule; then a whole layout that does."""
     from helm_nemo.fit.layout import broken_rules, describe
@@ -98,7 +102,7 @@ def what_would_fit(run: Run, layout: Layout, gpu: Gpu) -> list[str]:
         if found is not None and found.total_gib <= TIGHT * gpu.memory_gib:
             out.append(f"{label} ({found.total_gib:,.1f} GiB)")
     if not out:
-        whole = suggest(run, layout, gpu)
+        (whole,) = suggested if suggested is not None else (suggest(run, layout, gpu),)
         if whole is not None:
             found = estimate_layout(run, whole, gpu)
             if found is not None and found.total_gib <= TIGHT * gpu.memory_gib:

@@ -22,27 +22,26 @@ whose table values were not computed this way (docs/metrics.md lists every model
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from collections import namedtuple
 
 
-@dataclass(frozen=True)
-class Architecture:
-    """The shape of a transformer, enough to count its training FLOPs."""
+class Architecture(
+    namedtuple(
+        "Architecture",
+        "layers hidden ffn heads vocab seq_len kv_heads head_dim gated experts top_k moe_ffn shared_ffn dense_layers",
+        defaults=(None, None, False, 0, 0, None, 0, 0),
+    )
+):
+    """The shape of a transformer, enough to count its training FLOPs.
 
-    layers: int
-    hidden: int
-    ffn: int  # dense MLP size (0 when every layer is MoE)
-    heads: int
-    vocab: int
-    seq_len: int
-    kv_heads: int | None = None  # query groups (GQA); None: = heads
-    head_dim: int | None = None  # kv_channels; None: hidden / heads
-    gated: bool = False  # SwiGLU/GeGLU: three MLP matrices
-    experts: int = 0  # routed experts; 0: dense model
-    top_k: int = 0
-    moe_ffn: int | None = None  # one expert's FFN size; None: = ffn
-    shared_ffn: int = 0  # shared experts' FFN size (always active)
-    dense_layers: int = 0  # leading dense layers of an MoE model
+    ffn: the dense MLP size (0 when every layer is MoE); kv_heads: query groups (GQA, None: = heads); head_dim:
+    kv_channels (None: hidden / heads); gated: SwiGLU/GeGLU, three MLP matrices; experts: routed experts (0: a
+    dense model) of which top_k are active; moe_ffn: one expert's FFN size (None: = ffn); shared_ffn: the shared
+    experts' FFN size (always active); dense_layers: the leading dense layers of an MoE model.
+    (A namedtuple: a dataclass or typing.NamedTuple costs a millisecond or more to define, on every validate run.)
+    """
+
+    __slots__ = ()
 
     def flops_per_sample(self) -> float:
         h, s = self.hidden, self.seq_len
@@ -63,15 +62,11 @@ class Architecture:
         return float(3 * s * per_token)
 
 
-@dataclass(frozen=True)
-class KnownModel:
-    """A model by name: its architecture and, when gpu-recipes has one, the anchor's FLOPs per sample."""
+class KnownModel(namedtuple("KnownModel", "name arch anchor_flops source aliases", defaults=(None, "", ()))):
+    """A model by name: its architecture and, when gpu-recipes has one, the anchor's FLOPs per sample (gpu-recipes
+    training_metrics MODEL_FLOPS_PER_SAMPLE)."""
 
-    name: str
-    arch: Architecture
-    anchor_flops: float | None = None  # gpu-recipes training_metrics MODEL_FLOPS_PER_SAMPLE
-    source: str = ""
-    aliases: tuple[str, ...] = field(default_factory=tuple)
+    __slots__ = ()
 
 
 _LLAMA3_8B = Architecture(
@@ -195,26 +190,23 @@ def match_architecture(arch: Architecture) -> KnownModel | None:
     """The known model with exactly this shape (layers, sizes, heads, experts, sequence length), vocabulary
     aside (NeMo configs do not state it); None when none matches."""
     for model in KNOWN_MODELS:
-        if replace(model.arch, vocab=arch.vocab) == arch:
+        if model.arch._replace(vocab=arch.vocab) == arch:
             return model
     return None
 
 
-@dataclass(frozen=True)
-class ModelFlops:
-    """FLOPs per sample for a run, and where the figure came from."""
+class ModelFlops(namedtuple("ModelFlops", "name flops source seq_len", defaults=(None,))):
+    """FLOPs per sample for a run, and where the figure came from (source: "gpu-recipes table", "formula",
+    "--model-flops")."""
 
-    name: str | None
-    flops: float
-    source: str  # "gpu-recipes table", "formula", "--model-flops"
-    seq_len: int | None = None
+    __slots__ = ()
 
 
 def flops_for_model(model: KnownModel, seq_len: int | None = None) -> ModelFlops:
     """The anchor's number when it has one for this sequence length, else the formula."""
     if model.anchor_flops is not None and seq_len in (None, model.arch.seq_len):
         return ModelFlops(model.name, model.anchor_flops, "gpu-recipes table", model.arch.seq_len)
-    arch = model.arch if seq_len is None else replace(model.arch, seq_len=seq_len)
+    arch = model.arch if seq_len is None else model.arch._replace(seq_len=seq_len)
     return ModelFlops(model.name, arch.flops_per_sample(), "formula", arch.seq_len)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from collections import namedtuple
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
@@ -36,14 +36,10 @@ _GATED = {"swiglu", "fast-swiglu", "geglu", "fast-geglu", "reglu", "fast-reglu"}
 _GPT2_VOCAB = 50257  # GPT2BPETokenizer, before Megatron's padding
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(namedtuple("Found", "value file line where", defaults=(None, "$"))):
     """A value and where it is written: file, line (None in a config file read without positions), path."""
 
-    value: Any
-    file: str
-    line: int | None = None
-    where: str = "$"
+    __slots__ = ()
 
     @property
     def origin(self) -> str:
@@ -53,21 +49,26 @@ class Found:
         return Problem(self.file, self.line, None, self.where, message, expected, hint)
 
 
-@dataclass
 class RecipeInputs:
-    """What a values or recipe file says about a run (GPUs, accelerator, precision, batch, model), each with its place."""
+    """What a values or recipe file says about a run (GPUs, accelerator, precision, batch, model), each with its place.
 
-    path: Path
-    release: str | None = None
-    gpus: Found | None = None
-    accelerator: Found | None = None
-    precision: Found | None = None
-    batch_size: Found | None = None
-    model: Found | None = None  # a model name (NeMo 2 recipe, Megatron-Bridge recipe name)
-    architecture: Found | None = None  # from a config's model section
-    seq_len: Found | None = None
-    max_steps: Found | None = None  # trainer.max_steps, --max_steps, --train_iters (helm nemo status)
-    problems: list[Problem] = field(default_factory=list)  # found but unusable (reported when needed)
+    (A plain class: a dataclass costs a millisecond to define, on every validate run that checks the fit.)"""
+
+    def __init__(self, path: Path, release: str | None = None) -> None:
+        self.path = path
+        self.release = release
+        self.gpus: Found | None = None
+        self.accelerator: Found | None = None
+        self.precision: Found | None = None
+        self.batch_size: Found | None = None
+        self.model: Found | None = None  # a model name (NeMo 2 recipe, Megatron-Bridge recipe name)
+        self.architecture: Found | None = None  # from a config's model section
+        self.seq_len: Found | None = None
+        self.max_steps: Found | None = None  # trainer.max_steps, --max_steps, --train_iters (helm nemo status)
+        self.problems: list[Problem] = []  # found but unusable (reported when needed)
+
+    def __repr__(self) -> str:
+        return f"RecipeInputs({self.__dict__!r})"
 
 
 def read_recipe(path: str | Path, release: str | None = None, env: Mapping[str, str] | None = None) -> RecipeInputs:
@@ -336,7 +337,7 @@ def _integer(found: Found | None) -> Found | None:
         value = int(value)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    return replace(found, value=value) if isinstance(value, int) and value > 0 else None
+    return found._replace(value=value) if isinstance(value, int) and value > 0 else None
 
 
 def _from_config(
@@ -371,9 +372,9 @@ def _from_config(
     fp8 = _first(config, origin, overrides, ("model.fp8",))
     precision = _first(config, origin, overrides, ("trainer.precision", "mixed_precision", "model.precision"))
     if fp8 is not None and fp8.value not in (None, False, "false", "False", 0):
-        out.precision = replace(fp8, value="fp8")
+        out.precision = fp8._replace(value="fp8")
     elif precision is not None:
-        out.precision = replace(precision, value="fp8" if "fp8" in str(precision.value).lower() else "bf16")
+        out.precision = precision._replace(value="fp8" if "fp8" in str(precision.value).lower() else "bf16")
     arch = _architecture(config, origin, overrides, seq)
     if arch is not None:
         out.architecture = arch
@@ -442,9 +443,9 @@ def _from_flags(flags: dict[str, Found], out: RecipeInputs) -> None:
                 out.max_steps = found
     for name in ("compute_dtype", "precision"):
         if name in flags and isinstance(flags[name].value, str):
-            out.precision = replace(flags[name], value="fp8" if "fp8" in flags[name].value.lower() else "bf16")
+            out.precision = flags[name]._replace(value="fp8" if "fp8" in flags[name].value.lower() else "bf16")
     if "fp8" in flags and flags["fp8"].value not in (False, "false", "none", "None"):
-        out.precision = replace(flags["fp8"], value="fp8")
+        out.precision = flags["fp8"]._replace(value="fp8")
     for name in _RECIPE_FLAGS:
         if name in flags and isinstance(flags[name].value, str):
             out.model = flags[name]
