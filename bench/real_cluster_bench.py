@@ -249,8 +249,8 @@ def failed_emulator(kube, runs: list, tmp: Path) -> dict[int, str]:
 def failed_real(cluster, runs: list, tmp: Path) -> tuple[dict[int, str], dict[str, float]]:
     """On the real control plane: A3 Ultra nodes for every pod, Kueue, the chart's JobSet; the controllers
     and kwok run its pods (kept running); kwok serves each pod's own log (a Logs object per pod); each pod
-    ends as the run says (the kubelet's report, the controller-manager paused meanwhile so the Job controller
-    sees them all ended); the JobSet fails."""
+    ends as the run says (the kubelet's report, the controller-manager stopped meanwhile and started again, so
+    the Job controller sees them all ended at once); the JobSet fails."""
     import cluster_states as states
     from real_cluster import KEEP_RUNNING_LABEL, cri_log
     from real_states import RealKube
@@ -303,7 +303,7 @@ def failed_real(cluster, runs: list, tmp: Path) -> tuple[dict[int, str], dict[st
     start = time.monotonic()
     from concurrent.futures import ThreadPoolExecutor
 
-    with cluster.paused("kube-controller-manager"), ThreadPoolExecutor(max_workers=6) as pool:
+    with cluster.stopped("kube-controller-manager"), ThreadPoolExecutor(max_workers=6) as pool:
         list(
             pool.map(
                 lambda run: cluster.end_pod(

@@ -19,6 +19,7 @@ from helm_nemo.fit import layout as rules
 from helm_nemo.fit.check import reports_for_file
 from helm_nemo.fit.gpu import gpu_of
 from helm_nemo.fit.layout import RULES, Layout, broken_rules
+from helm_nemo.fit.pipeline_layout import parse, problem, rank_layers
 from helm_nemo.user_errors import UserError
 from helm_nemo.values.plan import build_plans
 
@@ -137,6 +138,11 @@ BROKEN = {
     "layers-per-pp": (GOOD._replace(num_layers=30, vp=None), GOOD._replace(num_layers=28, vp=None)),
     "layers-per-vp": (GOOD._replace(vp=3), GOOD._replace(vp=4)),
     "vp-needs-pp": (GOOD._replace(pp=1, gpus=16, vp=2), GOOD._replace(pp=1, gpus=16, vp=None)),
+    # DeepSeek-V3's 61 layers over 16 stages (PP 4 × VP 4): 60 t's are one too few
+    "pipeline-layout": (
+        GOOD._replace(num_layers=61, pp=4, vp=4, pipeline_layout=parse("Et*4|(t*4|)*14mL")),
+        GOOD._replace(num_layers=61, pp=4, vp=4, pipeline_layout=parse("Et*4|(t*4|)*14tmL")),
+    ),
     "sp-needs-tp": (GOOD._replace(tp=1, gpus=16, sp=True), GOOD._replace(tp=1, gpus=16, sp=False)),
     "seq-per-cp": (GOOD._replace(seq_len=8190), GOOD._replace(seq_len=8188)),
     "seq-per-tp-with-sp": (GOOD._replace(seq_len=8196), GOOD._replace(seq_len=8200)),
@@ -160,6 +166,29 @@ def test_each_rule(rule_id):
     broken, fixed = BROKEN[rule_id]
     assert rule_id in broken_rules(broken)
     assert rule_id not in broken_rules(fixed)
+
+
+def test_a_pipeline_layout_splits_layers_megatrons_way():
+    """megatron-core's PipelineParallelLayerLayout: stage i goes to rank i % PP; the layout replaces the even-split
+    rules (61 layers over PP 2 × VP 8), and what it breaks is said in Megatron's terms."""
+    stages = parse("Et*4|(t*4|)*14tmL")
+    assert len(stages) == 16 and stages[0] == "Etttt" and stages[-1] == "tmL"
+    assert rank_layers(stages, 16) == [4] * 15 + [2]  # the last stage builds a layer and the MTP layer
+    assert rank_layers(stages, 2) == [32, 30] and rank_layers(stages, 3) is None
+    ds = GOOD._replace(num_layers=61, pp=2, vp=8, gpus=256, tp=1, sp=False, global_batch=2048, pipeline_layout=stages)
+    assert broken_rules(ds) == [] and ds.stage_layers() == [32, 30]
+    assert "layers-per-pp" in broken_rules(ds._replace(pipeline_layout=None))
+    assert parse([["embedding", "decoder"], ["decoder", "LOSS"]]) == ("Et", "tL")
+    assert parse("Et|tx") == "unknown layer character 'x' (known: E, t, m, L)"
+    for text, pp, vp, words in (
+        ("tEt*3|(t*4|)*14tmL", 2, 8, "the embedding (E) must come once, first"),
+        ("Et*4|(t*4|)*14tm", 2, 8, "the loss (L) must come once, last"),
+        ("Et*4|(t*4|)*13tmL", 2, 8, "15 stages do not divide over pipeline parallel size 2"),
+        ("Et*4|(t*4|)*14tmL", 4, 8, "16 stages are not pipeline × virtual pipeline = 4 × 8 = 32"),
+        ("Et*4|(t*4|)*14mtL", 2, 8, "transformer layers (t) must come before the MTP layers (m)"),
+        ("Et*4|(t*4|)*14ttmL", 2, 8, "62 transformer layers (t) in the layout, but num_layers is 61"),
+    ):
+        assert problem(parse(text), pp, vp, 61) == words, text
 
 
 def test_uneven_first_and_last_stages():
@@ -353,3 +382,40 @@ def test_preflight_shows_the_same_numbers():
     assert fit_lines(plans) == [f"fit [gpt3-175b]: {report.memory_line()}"]
     assert plans[0].fit.as_json()["per_gpu_gib"] == report.as_json()["per_gpu_gib"]
     assert fit_lines(build_plans(EXAMPLES / "a3mega-nccl-test.yaml", ENV)) == []  # no model, no line
+
+
+@pytest.mark.parametrize(
+    "model, total_b, active_b",
+    [
+        # the publishers' own figures: DeepSeek-V3 technical report (arXiv:2412.19437) §1, 671B total and 37B
+        # activated (its 14B multi-token prediction module aside); Kimi K2 model card, 1.04T total and 32B
+        # activated; gpt-oss model card (arXiv:2508.10925) table 1, 116.83B/5.13B and 20.91B/3.61B
+        ("deepseek-v3", 671, 37),
+        ("kimi-k2", 1040, 32),
+        ("gpt-oss-120b", 116.8, 5.13),
+        ("gpt-oss-20b", 20.9, 3.61),
+    ],
+)
+def test_latent_attention_and_moe_models_count_their_published_parameters(model, total_b, active_b):
+    """The memory estimate's parameter count (one GPU holding everything) and the FLOPs formula's active
+    parameters (per token, the attention's s-dependent part taken out) match what the model's makers state, to 2 %
+    (biases, attention sinks and norms are not all counted)."""
+    from helm_nemo.fit.layout import layout_of
+    from helm_nemo.fit.memory import _state
+    from helm_nemo.fit.model import run_from_facts
+    from helm_nemo.metrics.flops import known_model
+
+    arch = known_model(model).arch
+    run = run_from_facts(
+        {"tp": 1, "pp": 1, "ep": 1, "dist_optimizer": False}, gpus=1, model=model, recipe_defaults=False
+    )
+    params = _state(run, layout_of(run, None), [arch.layers], 0)[0]
+    assert params / 1e9 == pytest.approx(total_b, rel=0.02)
+    d = arch.head_dim or arch.hidden // arch.heads
+    core = (
+        2 * arch.seq_len * arch.heads * (d + (arch.rope_dim or 0) + (arch.v_dim or d))
+        if arch.latent
+        else 4 * arch.seq_len * arch.heads * d
+    )
+    active = (arch.flops_per_sample() / 3 / arch.seq_len - arch.layers * core) / 2
+    assert active / 1e9 == pytest.approx(active_b, rel=0.02)

@@ -45,6 +45,8 @@ _FACTS = (
     "optimizer_name",
     "tied_embeddings",
     "grad_fp32",
+    "pipeline_layout",
+    "dist_optimizer",
 )
 
 

@@ -503,8 +503,8 @@ BAD_ARGS = [
     ),
     (
         "model without a formula",
-        ["--file", str(SYNTHETIC), "--batch-size", "8", "--gpus", "8", "--model", "deepseek_v3", "--accelerator", "a4"],
-        "multi-head latent attention is not in the FLOPs formula",
+        ["--file", str(SYNTHETIC), "--batch-size", "8", "--gpus", "8", "--model", "wan_14b", "--accelerator", "a4"],
+        "model 'wan_14b': its diffusion-transformer architecture (the Wan 2.1 video model) is not in the FLOPs formula",
     ),
     (
         "no model at all",
@@ -855,14 +855,15 @@ def test_readme_example_is_what_the_command_prints(tmp_path, monkeypatch):
 def test_errors_about_values_point_at_their_line(tmp_path):
     values = _write(
         tmp_path / "values.yaml",
-        "accelerator: tpu9\nworkload:\n  gpus: 8\n  envs:\n    - {name: NEMO_RECIPE, value: deepseek_v3}\n",
+        "accelerator: tpu9\nworkload:\n  gpus: 8\n  envs:\n    - {name: NEMO_RECIPE, value: wan_14b}\n",
     )
     result = cli("--file", str(SYNTHETIC), "--values", str(values), "--batch-size", "8")
     assert result.exit_code == 2
     assert f"{values}:1: $.accelerator: unknown accelerator 'tpu9'" in result.stderr
     assert (
         f"{values}:5" in result.stderr
-        and "$.workload.envs[0].value: model 'deepseek_v3': its multi-head latent attention is not in the FLOPs formula"
+        and "$.workload.envs[0].value: model 'wan_14b': its diffusion-transformer architecture (the Wan 2.1 video model) "
+        "is not in the FLOPs formula"
         in result.stderr
     )
 

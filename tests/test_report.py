@@ -161,6 +161,25 @@ def test_a_two_pod_run_of_10000_steps_is_under_one_megabyte(tmp_path):
 # The command
 
 
+def test_nemo_progress_lines_carry_the_last_validation_loss_once_and_the_page_draws_it(tmp_path):
+    """A real NeMo log (bionemo-recipes PR 740): Lightning's progress line repeats the last `val_loss` on every
+    step; the series holds it once, at the first step that states it, and the loss chart draws it as a dot."""
+    from helm_nemo.report.gather import from_text
+
+    source = ROOT / "tests/logs/real/heldout/bionemo-recipes-740-healthy-esm2-iterations"
+    series = from_text("log.txt", read(source / "log.txt"))
+    assert [p.step for p in series.points] == list(range(120, 126))
+    assert series.points[0].loss == 1.233 and series.points[-1].loss == 1.34
+    assert series.val == [(120, None, 4.106)]
+    out = tmp_path / "r.html"
+    proc = subprocess.run(
+        [*NEMO, "report", "--file", str(source), "-o", str(out)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert 'data-series="val-loss"' in page and "validation loss" in page
+
+
 def test_report_command_writes_the_page_and_says_the_verdict(tmp_path):
     out = tmp_path / "sub" / "r.html"
     proc = subprocess.run(

@@ -24,7 +24,7 @@ class Layout(
     namedtuple(
         "Layout",
         "gpus tp pp vp cp ep etp sp micro_batch global_batch seq_len num_layers heads query_groups experts"
-        " first_stage_layers last_stage_layers account_embedding account_loss fp8 gpu_fp8",
+        " first_stage_layers last_stage_layers account_embedding account_loss fp8 gpu_fp8 pipeline_layout",
         defaults=(
             1,
             1,
@@ -46,6 +46,7 @@ class Layout(
             False,
             False,
             True,
+            None,
         ),
     )
 ):
@@ -72,6 +73,7 @@ class Layout(
     # account_loss: bool
     # fp8: bool
     # gpu_fp8: bool
+    # pipeline_layout: tuple[str, ...] | str | None  (fit/pipeline_layout.py parse(): the stages, or why not)
     __slots__ = ()
 
     @property
@@ -86,6 +88,10 @@ class Layout(
 
     def stage_layers(self) -> list[int] | None:
         """Transformer layers per pipeline stage (Megatron's get_num_layers_to_build), or None if they do not divide."""
+        if isinstance(self.pipeline_layout, tuple):
+            from helm_nemo.fit.pipeline_layout import rank_layers
+
+            return rank_layers(self.pipeline_layout, self.pp)
         if self.num_layers is None:
             return None
         if self.first_stage_layers is None and self.last_stage_layers is None:
@@ -192,7 +198,25 @@ def _query_groups(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
     )
 
 
+def _pipeline_layout(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
+    if lay.pipeline_layout is None:
+        return None
+    from helm_nemo.fit.pipeline_layout import problem
+
+    why = lay.pipeline_layout if isinstance(lay.pipeline_layout, str) else None
+    why = why or problem(lay.pipeline_layout, lay.pp, lay.vp, lay.num_layers)
+    if why is None:
+        return None
+    return (
+        ("pipeline_layout", "pp", "vp", "num_layers"),
+        f"pipeline_model_parallel_layout: {why}",
+        "PP × VP stages split by |, E first, L last, one t per transformer layer (e.g. Et*4|(t*4|)*14tmL)",
+    )
+
+
 def _layers_pp(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
+    if lay.pipeline_layout is not None:  # the layout says which layers each stage builds (rule pipeline-layout)
+        return None
     if lay.num_layers is None or lay.stage_layers() is not None:
         return None
     uneven = lay.first_stage_layers is not None or lay.last_stage_layers is not None
@@ -206,7 +230,7 @@ def _layers_pp(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
 
 
 def _layers_vp(lay: Layout) -> tuple[tuple[str, ...], str, str] | None:
-    if lay.vp is None or lay.pp <= 1:
+    if lay.vp is None or lay.pp <= 1 or lay.pipeline_layout is not None:
         return None
     stages = lay.stage_layers()
     if stages is None:
@@ -301,6 +325,12 @@ RULES: tuple[Rule, ...] = (
         _layers_pp,
     ),
     Rule("layers-per-vp", _MC + "megatron/core/transformer/transformer_block.py get_num_layers_to_build", _layers_vp),
+    Rule(
+        "pipeline-layout",
+        _MC + "megatron/core/transformer/pipeline_parallel_layer_layout.py PipelineParallelLayerLayout "
+        "__init__, validate_layer_layout",
+        _pipeline_layout,
+    ),
     Rule("vp-needs-pp", _MC + "megatron/core/parallel_state.py initialize_model_parallel", _vp_needs_pp),
     Rule("sp-needs-tp", _MC + "megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__", _sp_needs_tp),
     Rule("seq-per-cp", _MC + "megatron/training/arguments.py validate_args", _seq_cp),
@@ -335,7 +365,14 @@ def layout_of(run: Run, gpu: Gpu | None) -> Layout:
     values = {name: run.get(name) for name in Layout._fields if run.get(name) is not None}
     values.pop("fp8", None)
     layout = Layout(gpus=run.get("gpus") if run.gpus is None else run.gpus.value)
-    layout = layout._replace(**{k: v for k, v in values.items() if k != "gpus"})
+    layout = layout._replace(**{k: v for k, v in values.items() if k not in ("gpus", "pipeline_layout")})
+    if run.get("pipeline_layout") is not None:
+        from helm_nemo.fit.pipeline_layout import parse
+
+        stages = parse(run.get("pipeline_layout"))
+        layout = layout._replace(pipeline_layout=stages)
+        if layout.vp is None and isinstance(stages, tuple) and len(stages) > layout.pp and len(stages) % layout.pp == 0:
+            layout = layout._replace(vp=len(stages) // layout.pp)  # Megatron takes VP from the layout
     if layout.vp is not None and layout.vp <= 1:
         layout = layout._replace(vp=None)
     return layout._replace(fp8=precision_of(run) == "fp8", gpu_fp8=gpu.fp8 if gpu else True)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs every run start-up
     from helm_nemo.fit.gpu import Gpu
     from helm_nemo.fit.layout import Layout
     from helm_nemo.fit.model import Run
+    from helm_nemo.metrics.flops import Architecture
 
 GIB = float(1 << 30)
 CUDA_CONTEXT_GIB = 2.4  # outside torch's allocator on one GPU: CUDA context, cuBLAS, kernels (tests/fixtures/fit)
@@ -154,19 +155,23 @@ def _state(run: Run, lay: Layout, stages: list[int], stage: int) -> tuple[float,
     moe = arch.experts > 0
     biases = not arch.gated  # GPT-style models carry linear biases
     # -- parameters on this GPU
-    attention = h * q + 2 * h * kv + q * h + ((q + 2 * kv + h) if biases else 0)
+    split_attention, duplicated = arch.attention_weights()
+    attention = split_attention + ((q + 2 * kv + h) if biases else 0)
     norms = 4 * h if biases else 2 * h  # LayerNorm (weight, bias) or RMSNorm (weight), two per layer
+    if arch.latent:  # the RMSNorms of the query and key-value latents
+        norms += (arch.q_lora or 0) + arch.kv_lora
+    dense_layers, moe_layers = _layer_kinds(arch, stages, stage)
+    dense = mats * h * ffn + ((ffn + h) if biases else 0)
     if moe:
         f_e = arch.moe_ffn or ffn
         experts = arch.experts * mats * h * f_e
-        dense = mats * h * arch.shared_ffn
+        shared = mats * h * arch.shared_ffn
         router = h * arch.experts
     else:
-        experts, router = 0, 0
-        dense = mats * h * ffn + ((ffn + h) if biases else 0)
-    tp_params = n_layers * (attention + dense)
-    replicated = n_layers * (norms + router)
-    expert_params = n_layers * experts
+        experts = shared = router = 0
+    tp_params = n_layers * attention + dense_layers * dense + moe_layers * shared
+    replicated = n_layers * (norms + duplicated) + moe_layers * router
+    expert_params = moe_layers * experts
     tied = run.get("tied_embeddings")
     if tied is None:
         tied = not (run.get("untied_embeddings") or arch.gated)
@@ -189,6 +194,18 @@ def _state(run: Run, lay: Layout, stages: list[int], stage: int) -> tuple[float,
     else:
         optimizer = 12 * params
     return params, 2 * params, grad_bytes * params, optimizer
+
+
+def _layer_kinds(arch: Architecture, stages: list[int], stage: int) -> tuple[int, int]:
+    """(dense layers, MoE layers) of a pipeline stage: an MoE model's leading `dense_layers` are dense, and the
+    stages hold the layers in order (with a virtual pipeline the first chunk of stage 0 still starts at layer 0,
+    where the dense ones are; their count is what matters, not which chunk)."""
+    n = stages[stage]
+    if not arch.experts:
+        return n, 0
+    start = sum(stages[:stage])
+    dense = max(0, min(start + n, arch.dense_layers) - start)
+    return dense, n - dense
 
 
 def state_floor_gib(run: Run, layout: Layout) -> float:
@@ -218,7 +235,15 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
     grad_bytes = 4 if run.get("grad_fp32") is not False else 2
     # -- activations
     tokens = (arch.seq_len if lay.seq_len is None else lay.seq_len) / cp * lay.micro_batch
-    per_layer = tokens * _per_token(run, lay, h, q, kv, ffn, heads, mats, options)
+    dense_layers, moe_layers = _layer_kinds(arch, stages, stage)
+    per_layer = (
+        tokens
+        * (
+            dense_layers * _per_token(run, lay, h, q, kv, ffn, heads, mats, options, moe=False)
+            + moe_layers * _per_token(run, lay, h, q, kv, ffn, heads, mats, options, moe=True)
+        )
+        / max(n_layers, 1)
+    )  # the stage's mean layer
     recompute = run.get("recompute")
     method = run.get("recompute_method")
     n_recompute = run.get("recompute_layers") or 1
@@ -295,7 +320,7 @@ def score_bytes(run: Run, options: Options) -> float:
 
 
 def _per_token(
-    run: Run, lay: Layout, h: int, q: int, kv: int, ffn: int, heads: int, mats: int, options: Options
+    run: Run, lay: Layout, h: int, q: int, kv: int, ffn: int, heads: int, mats: int, options: Options, moe: bool
 ) -> float:
     """Bytes one token leaves saved in one transformer layer for the backward pass (Korthikanti et al. 2022,
     §4.1, term by term; docs/fit.md)."""
@@ -311,14 +336,23 @@ def _per_token(
     # attention block: QKV input 2h, Q 2q, K and V 4kv, core-attention output 2q, dropout mask h
     local = options.attention == "local"
     keys = q if local else kv  # the local spec repeats K and V to every head (repeat_interleave) before the matmuls
-    attention = (lin * h + hidden_mask * h) / split + (2 * q + 4 * keys + lin * q) / t
+    if arch.latent:
+        # MLA: the down projections' input 2h; the query and key-value latents, each kept for its norm and its up
+        # projection (2 × 2 bytes); Q and K of head_dim + rope_dim channels per head, V of v_dim; the
+        # core-attention output of v_dim per head, the output projection's input
+        d, rope, v = arch.head_dim or h // heads, arch.rope_dim or 0, arch.v_dim or arch.head_dim or h // heads
+        latents = 4 * ((arch.q_lora or 0) + arch.kv_lora + rope)
+        attention = (lin * h + hidden_mask * h) / split + latents + (4 * heads * (d + rope) + 2 * heads * v) / t
+        attention += lin * heads * v / t
+    else:
+        attention = (lin * h + hidden_mask * h) / split + (2 * q + 4 * keys + lin * q) / t
     recompute = run.get("recompute")
     if options.attention in ("unfused", "local") and recompute != "selective":
         attention += heads * _seq(run, lay) * score_bytes(run, options) / t
     elif options.attention == "flash":
         attention += 4 * heads / t  # log-sum-exp, fp32 per head
     # MLP block: input 2h, FC1 output 2·(mats-1)·f, activation output 2f, dropout mask h
-    if arch.experts:
+    if moe:
         f_e = arch.moe_ffn or ffn
         routed = arch.top_k * (2 * h + 2 * (mats - 1) * f_e + 2 * f_e) / lay.etp + 4 * arch.experts
         shared = (2 * (mats - 1) * arch.shared_ffn + 2 * arch.shared_ffn) / t if arch.shared_ffn else 0

@@ -87,6 +87,10 @@ SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("model.num_layers_in_last_pipeline_stage",),
         ("num_layers_in_last_pipeline_stage", "decoder_last_pipeline_num_layers"),
     ),
+    "pipeline_layout": (
+        ("model.pipeline_model_parallel_layout",),
+        ("pipeline_model_parallel_layout",),
+    ),
     "account_embedding": (
         ("model.account_for_embedding_in_pipeline_split", "trainer.strategy.account_for_embedding_in_pipeline_split"),
         ("account_for_embedding_in_pipeline_split",),
@@ -276,6 +280,8 @@ def normalised(name: str, value: Any) -> Any:
         return _as_bool(value) and str(value).lower() not in ("0",)
     if name == "fp8":
         return _as_bool(value)
+    if name == "pipeline_layout":  # E and L are upper case, t and m lower: kept as written
+        return value.strip().strip("\"'") if isinstance(value, str) else value
     return str(value).strip().strip("\"'").lower() if isinstance(value, str) else value
 
 

@@ -28,8 +28,9 @@ from collections import namedtuple
 class Architecture(
     namedtuple(
         "Architecture",
-        "layers hidden ffn heads vocab seq_len kv_heads head_dim gated experts top_k moe_ffn shared_ffn dense_layers",
-        defaults=(None, None, False, 0, 0, None, 0, 0),
+        "layers hidden ffn heads vocab seq_len kv_heads head_dim gated experts top_k moe_ffn shared_ffn dense_layers"
+        " q_lora kv_lora rope_dim v_dim",
+        defaults=(None, None, False, 0, 0, None, 0, 0, None, None, None, None),
     )
 ):
     """The shape of a transformer, enough to count its training FLOPs.
@@ -38,18 +39,44 @@ class Architecture(
     kv_channels (None: hidden / heads); gated: SwiGLU/GeGLU, three MLP matrices; experts: routed experts (0: a
     dense model) of which top_k are active; moe_ffn: one expert's FFN size (None: = ffn); shared_ffn: the shared
     experts' FFN size (always active); dense_layers: the leading dense layers of an MoE model.
+    Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) when kv_lora is set: queries through a q_lora-rank
+    projection (None: a full one), keys and values from one kv_lora-rank latent; each head's query and key have
+    head_dim (no position) + rope_dim (rotary) channels and its value v_dim.
     (A namedtuple: a dataclass or typing.NamedTuple costs a millisecond or more to define, on every validate run.)
     """
 
     __slots__ = ()
 
+    @property
+    def latent(self) -> bool:
+        """Multi-head latent attention."""
+        return self.kv_lora is not None
+
+    def attention_weights(self) -> tuple[int, int]:
+        """(weights split over tensor parallel, weights every TP rank holds) of one layer's attention, no
+        biases or norms. MLA's down projections are duplicated on every TP rank (megatron-core's
+        MLASelfAttention builds them `parallel_mode="duplicated"`)."""
+        h, heads = self.hidden, self.heads
+        d = self.head_dim or h // heads
+        if not self.latent:
+            kv = self.kv_heads or heads
+            return h * d * (heads + 2 * kv) + heads * d * h, 0
+        rope, v = self.rope_dim or 0, self.v_dim or d
+        q_up = (self.q_lora or h) * heads * (d + rope)
+        down = (h * self.q_lora if self.q_lora else 0) + h * (self.kv_lora + rope)
+        return q_up + self.kv_lora * heads * (d + v) + heads * v * h, down
+
     def flops_per_sample(self) -> float:
         h, s = self.hidden, self.seq_len
         heads = self.heads
-        kv = self.kv_heads or heads
         d = self.head_dim or h // heads
         mats = 3 if self.gated else 2
-        attention = 2 * h * d * (heads + 2 * kv) + 2 * heads * d * h + 4 * s * heads * d
+        split, duplicated = self.attention_weights()
+        if self.latent:  # scores over head_dim + rope_dim channels, values of v_dim
+            core = 2 * s * heads * (d + (self.rope_dim or 0)) + 2 * s * heads * (self.v_dim or d)
+        else:
+            core = 4 * s * heads * d
+        attention = 2 * (split + duplicated) + core
         dense_mlp = 2 * mats * h * self.ffn
         if self.experts:
             moe_mlp = 2 * mats * h * (self.top_k * (self.moe_ffn or self.ffn) + self.shared_ffn)
@@ -153,15 +180,79 @@ KNOWN_MODELS: tuple[KnownModel, ...] = (
         None,
         _HF + "Qwen/Qwen3-235B-A22B/blob/main/config.json",
     ),
+    KnownModel(
+        "deepseek-v3",
+        Architecture(
+            61,
+            7168,
+            18432,
+            128,
+            129280,
+            4096,
+            head_dim=128,
+            gated=True,
+            experts=256,
+            top_k=8,
+            moe_ffn=2048,
+            shared_ffn=2048,
+            dense_layers=3,
+            q_lora=1536,
+            kv_lora=512,
+            rope_dim=64,
+            v_dim=128,
+        ),
+        None,
+        _HF + "deepseek-ai/DeepSeek-V3/blob/main/config.json (the multi-token prediction module not counted)",
+    ),
+    KnownModel(
+        "kimi-k2",
+        Architecture(
+            61,
+            7168,
+            18432,
+            64,
+            163840,
+            4096,
+            head_dim=128,
+            gated=True,
+            experts=384,
+            top_k=8,
+            moe_ffn=2048,
+            shared_ffn=2048,
+            dense_layers=1,
+            q_lora=1536,
+            kv_lora=512,
+            rope_dim=64,
+            v_dim=128,
+        ),
+        None,
+        _HF + "moonshotai/Kimi-K2-Base/blob/main/config.json",
+    ),
+    KnownModel(
+        "gpt-oss-120b",
+        Architecture(
+            36, 2880, 0, 64, 201088, 4096, kv_heads=8, head_dim=64, gated=True, experts=128, top_k=4, moe_ffn=2880
+        ),
+        None,
+        _HF + "openai/gpt-oss-120b/blob/main/config.json (sliding-window layers counted as full attention: an"
+        " upper bound on their FLOPs; attention biases and sinks not counted)",
+    ),
+    KnownModel(
+        "gpt-oss-20b",
+        Architecture(
+            24, 2880, 0, 64, 201088, 4096, kv_heads=8, head_dim=64, gated=True, experts=32, top_k=4, moe_ffn=2880
+        ),
+        None,
+        _HF + "openai/gpt-oss-20b/blob/main/config.json (as gpt-oss-120b)",
+    ),
 )
 
-# Models gpu-recipes trains whose attention the formula does not describe (multi-head latent attention,
-# sliding windows): named so the error says why, not "unknown".
+# Models gpu-recipes trains that are not GPT-style transformers the formula describes: named so the error says
+# why, not "unknown".
 UNSUPPORTED = {
-    "deepseekv3": "multi-head latent attention",
-    "kimik2": "multi-head latent attention",
-    "gptoss120b": "alternating sliding-window attention",
-    "gptoss20b": "alternating sliding-window attention",
+    "wan14b": "diffusion-transformer architecture (the Wan 2.1 video model)",
+    "wan2114b": "diffusion-transformer architecture (the Wan 2.1 video model)",
+    "wan21": "diffusion-transformer architecture (the Wan 2.1 video model)",
 }
 
 
