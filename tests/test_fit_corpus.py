@@ -42,6 +42,7 @@ _FACTS = (
     "recompute",
     "recompute_method",
     "recompute_layers",
+    "recompute_modules",
     "optimizer_name",
     "tied_embeddings",
     "grad_fp32",

@@ -278,7 +278,9 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
     if options.attention in ("unfused", "local"):
         scores = lay.micro_batch * heads / tp * _seq(run, lay) ** 2
         activations += 2 * scores  # the bf16 buffer baddbmm writes the scores into (one, reused by every layer)
-        if recompute == "selective":  # core attention recomputed in backward: one layer's scores live again
+        if "core_attn" in recomputed_modules(
+            run
+        ):  # core attention recomputed in backward: one layer's scores live again
             activations += scores * score_bytes(run, options)
     if first:
         activations += in_flight * tokens * 8 / chunks  # token ids and positions in flight (int64)
@@ -319,6 +321,18 @@ def score_bytes(run: Run, options: Options) -> float:
     return 6.0 if options.attention == "local" else options.softmax_bytes
 
 
+def recomputed_modules(run: Run) -> frozenset[str]:
+    """What selective recomputation recomputes (megatron-core TransformerConfig.recompute_modules; its default is
+    core_attn alone): each recomputed module keeps only its input, so what it made in between is not counted.
+    layernorm is accepted but not credited (the norms' outputs are the next linear layer's kept inputs)."""
+    if run.get("recompute") != "selective":
+        return frozenset()
+    given = run.get("recompute_modules")
+    if isinstance(given, str):
+        given = [m for m in given.replace("[", " ").replace("]", " ").replace(",", " ").split() if m]
+    return frozenset(str(m).strip("'\"").lower() for m in given) if given else frozenset({"core_attn"})
+
+
 def _per_token(
     run: Run, lay: Layout, h: int, q: int, kv: int, ffn: int, heads: int, mats: int, options: Options, moe: bool
 ) -> float:
@@ -336,30 +350,40 @@ def _per_token(
     # attention block: QKV input 2h, Q 2q, K and V 4kv, core-attention output 2q, dropout mask h
     local = options.attention == "local"
     keys = q if local else kv  # the local spec repeats K and V to every head (repeat_interleave) before the matmuls
+    modules = recomputed_modules(run)
     if arch.latent:
         # MLA: the down projections' input 2h; the query and key-value latents, each kept for its norm and its up
-        # projection (2 × 2 bytes); Q and K of head_dim + rope_dim channels per head, V of v_dim; the
-        # core-attention output of v_dim per head, the output projection's input
+        # projection (2 × 2 bytes); Q and K of head_dim + rope_dim channels per head, V of v_dim (not kept when
+        # the up projection is recomputed: mla_up_proj); the core-attention output of v_dim per head, the output
+        # projection's input
         d, rope, v = arch.head_dim or h // heads, arch.rope_dim or 0, arch.v_dim or arch.head_dim or h // heads
         latents = 4 * ((arch.q_lora or 0) + arch.kv_lora + rope)
-        attention = (lin * h + hidden_mask * h) / split + latents + (4 * heads * (d + rope) + 2 * heads * v) / t
-        attention += lin * heads * v / t
+        attention = (lin * h + hidden_mask * h) / split + latents + lin * heads * v / t
+        if "mla_up_proj" not in modules:
+            attention += (4 * heads * (d + rope) + 2 * heads * v) / t
     else:
         attention = (lin * h + hidden_mask * h) / split + (2 * q + 4 * keys + lin * q) / t
-    recompute = run.get("recompute")
-    if options.attention in ("unfused", "local") and recompute != "selective":
+    if options.attention in ("unfused", "local") and "core_attn" not in modules:
         attention += heads * _seq(run, lay) * score_bytes(run, options) / t
     elif options.attention == "flash":
         attention += 4 * heads / t  # log-sum-exp, fp32 per head
     # MLP block: input 2h, FC1 output 2·(mats-1)·f, activation output 2f, dropout mask h
     if moe:
         f_e = arch.moe_ffn or ffn
-        routed = arch.top_k * (2 * h + 2 * (mats - 1) * f_e + 2 * f_e) / lay.etp + 4 * arch.experts
+        gate_e = 2 * f_e if local and mats == 3 else 0  # unfused SwiGLU keeps silu(x1) too, as in the dense MLP
+        activation = 0 if "moe_act" in modules else 2 * f_e + gate_e  # moe_act: the activation is recomputed
+        routed = arch.top_k * (lin * h + 2 * (mats - 1) * f_e + activation) / lay.etp + 4 * arch.experts
+        # unpermute multiplies each routed copy's expert output by its router probability: the product's gradient
+        # keeps that output (top_k × 2h, on the token's own rank after the all-to-all back)
+        routed += arch.top_k * 2 * h
         shared = (2 * (mats - 1) * arch.shared_ffn + 2 * arch.shared_ffn) / t if arch.shared_ffn else 0
-        mlp = (lin * h + hidden_mask * h) / split + routed + shared
+        if "shared_experts" in modules:
+            shared = 0
+        mlp = (lin * h + hidden_mask * h) / split + (0 if "moe" in modules else routed + shared)
     else:
         gate = 2 * ffn if local and mats == 3 else 0  # unfused SwiGLU also keeps silu(x1) for the product
-        mlp = (lin * h + hidden_mask * h) / split + (2 * (mats - 1) * ffn + lin * ffn + gate) / t
+        inner = 0 if "mlp" in modules else (2 * (mats - 1) * ffn + lin * ffn + gate) / t
+        mlp = (lin * h + hidden_mask * h) / split + inner
     norms = 4 * h / split  # the two norms' inputs
     return float(attention + mlp + norms)
 

@@ -107,6 +107,7 @@ SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("model.activations_checkpoint_method", "model.recompute_method"),
         ("recompute_method",),
     ),
+    "recompute_modules": (("model.recompute_modules",), ("recompute_modules",)),
     "recompute_layers": (
         ("model.activations_checkpoint_num_layers", "model.recompute_num_layers"),
         ("recompute_num_layers",),

@@ -45,6 +45,7 @@ LAYOUT_DEFAULTS: dict[str, Any] = {
     "recompute_method": None,  # "uniform" | "block" (full only)
     "recompute_num_layers": None,
     "steps": 4,
+    "ep": 1,  # expert model parallel (MoE models)
     "expect_oom": False,
     "model_overrides": {},
 }
@@ -62,6 +63,17 @@ MODEL_KEYS = (
     "dropout",
     "add_bias_linear",
 )
+# Optional model keys (MoE and multi-head latent attention, megatron-core's own modules under the local spec):
+# experts, top_k, moe_ffn, shared_ffn (the shared experts' FFN size), dense_layers (leading dense layers:
+# moe_layer_freq), and mla: {q_lora, kv_lora, head_dim, rope_dim, v_dim}.
+MOE_DEFAULTS: dict[str, Any] = {
+    "experts": 0,
+    "top_k": 0,
+    "moe_ffn": None,
+    "shared_ffn": 0,
+    "dense_layers": 0,
+    "mla": None,
+}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -87,6 +99,7 @@ def resolve_layout(spec: dict[str, Any], models: dict[str, dict[str, Any]]) -> d
         lay["model_name"] = "inline"
         model = dict(model)
     model.update(lay.pop("model_overrides") or {})
+    model = {**MOE_DEFAULTS, **model}
     missing = [k for k in MODEL_KEYS if k not in model]
     if missing:
         raise ValueError(f"layout {lay['name']!r}: model lacks {missing}")
@@ -104,6 +117,8 @@ def resolve_layout(spec: dict[str, Any], models: dict[str, dict[str, Any]]) -> d
         raise ValueError(f"layout {lay['name']!r}: layers not divisible by pp")
     if model["heads"] % tp or model["query_groups"] % tp or model["vocab"] % tp:
         raise ValueError(f"layout {lay['name']!r}: heads, query groups and vocab must divide by tp")
+    if lay["ep"] > 1 and (not model["experts"] or model["experts"] % lay["ep"] or gpus % (lay["ep"] * pp)):
+        raise ValueError(f"layout {lay['name']!r}: ep needs experts divisible by it and gpus by ep*pp")
     return lay
 
 
@@ -118,7 +133,7 @@ def find_layout(name_or_json: str, path: Path = LAYOUTS_FILE) -> dict[str, Any]:
     data = load_layouts(path)
     if name_or_json.lstrip().startswith("{"):
         return resolve_layout(json.loads(name_or_json), data["models"])
-    for which in ("layouts", "smoke"):
+    for which in ("layouts", "smoke", "moe"):
         for s in data[which]:
             if s["name"] == name_or_json:
                 return resolve_layout(s, data["models"])
@@ -190,8 +205,11 @@ def megatron_activation_bytes(lay: dict[str, Any]) -> tuple[float, str]:
     return act * 1.05, "without_sp"
 
 
-def megatron_theoretical(lay: dict[str, Any]) -> dict[str, Any]:
-    """Megatron-LM's 'Theoretical memory footprints' line for this layout, in MiB as it prints them."""
+def megatron_theoretical(lay: dict[str, Any]) -> dict[str, Any] | None:
+    """Megatron-LM's 'Theoretical memory footprints' line for this layout, in MiB as it prints them (None for MoE
+    and MLA models: this reimplementation is of the dense GPT formula only)."""
+    if lay["model"].get("experts") or lay["model"].get("mla"):
+        return None
     w = megatron_weight_and_optimizer_bytes(lay)
     a, branch = megatron_activation_bytes(lay)
     return {
@@ -286,7 +304,35 @@ def _build(lay: dict[str, Any]):
         block.LayerNormImpl = norm
 
     model_parallel_cuda_manual_seed(1234)
-    cfg = TransformerConfig(
+    extra: dict[str, Any] = {}
+    config_class = TransformerConfig
+    if m["experts"]:
+        extra.update(
+            num_moe_experts=m["experts"],
+            moe_router_topk=m["top_k"],
+            moe_ffn_hidden_size=m["moe_ffn"] or m["ffn"],
+            moe_shared_expert_intermediate_size=m["shared_ffn"] or None,
+            moe_layer_freq=[0] * m["dense_layers"] + [1] * (m["layers"] - m["dense_layers"]),
+            moe_grouped_gemm=False,  # SequentialMLP: one local MLP per expert (no TE grouped GEMM here)
+            moe_token_dispatcher_type="alltoall",
+            moe_router_load_balancing_type="aux_loss",
+            moe_aux_loss_coeff=1e-2,
+            expert_model_parallel_size=lay["ep"],
+        )
+    if m["mla"]:
+        from megatron.core.transformer.transformer_config import MLATransformerConfig
+
+        config_class = MLATransformerConfig
+        extra.update(
+            q_lora_rank=m["mla"]["q_lora"],
+            kv_lora_rank=m["mla"]["kv_lora"],
+            qk_head_dim=m["mla"]["head_dim"],
+            qk_pos_emb_head_dim=m["mla"]["rope_dim"],
+            v_head_dim=m["mla"]["v_dim"],
+            rope_type="rope",
+        )
+    cfg = config_class(
+        **extra,
         num_layers=m["layers"],
         hidden_size=m["hidden"],
         num_attention_heads=m["heads"],
@@ -315,7 +361,7 @@ def _build(lay: dict[str, Any]):
         gradient_accumulation_fusion=False,
         apply_rope_fusion=False,
     )
-    spec = get_gpt_layer_local_spec(normalization=m["normalization"])
+    spec = get_gpt_layer_local_spec(multi_latent_attention=bool(m["mla"]), normalization=m["normalization"])
     pp_rank = parallel_state.get_pipeline_model_parallel_rank()
     pp = lay["pp"]
     chunks = []
@@ -323,6 +369,12 @@ def _build(lay: dict[str, Any]):
     for i in range(vp or 1):
         vp_stage = i if vp else None
         last_chunk = (vp or 1) - 1
+        if m["experts"]:  # dense and MoE layers by moe_layer_freq, as Megatron-LM's model provider builds them
+            from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+
+            spec = get_gpt_decoder_block_spec(
+                cfg, use_transformer_engine=False, normalization=m["normalization"], vp_stage=vp_stage, pp_rank=pp_rank
+            )
         chunk = GPTModel(
             config=cfg,
             transformer_layer_spec=spec,
@@ -435,6 +487,7 @@ def run_layout(lay: dict[str, Any], outdir: Path) -> int:
             tensor_model_parallel_size=lay["tp"],
             pipeline_model_parallel_size=lay["pp"],
             virtual_pipeline_model_parallel_size=lay["vp"],
+            expert_model_parallel_size=lay["ep"],
         )
         torch.distributed.barrier()
         torch.cuda.synchronize()
@@ -521,7 +574,8 @@ def run_layout(lay: dict[str, Any], outdir: Path) -> int:
     (outdir / f"{lay['name']}.rank{rank}.json").write_text(json.dumps(rec, sort_keys=True) + "\n")
     print(
         f"[measure] {lay['name']} rank {rank}: {rec['status']} peak "
-        f"{rec.get('peak_allocated_gib')} GiB, megatron theoretical {rec['megatron_theoretical']['total_gib']} GiB",
+        f"{rec.get('peak_allocated_gib')} GiB, megatron theoretical "
+        f"{(rec['megatron_theoretical'] or {}).get('total_gib')} GiB",
         flush=True,
     )
     if code == 0:
@@ -566,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p_list = sub.add_parser("list")
     p_list.add_argument("--gpus", type=int)
-    p_list.add_argument("--set", default="layouts", choices=["layouts", "smoke"])
+    p_list.add_argument("--set", default="layouts", choices=["layouts", "smoke", "moe"])
     p_show = sub.add_parser("show")
     p_show.add_argument("layout")
     p_run = sub.add_parser("run")

@@ -4,7 +4,8 @@
 #   $OUTDIR/measure.log          every layout's torchrun output, in order
 # One-GPU layouts run two at a time (GPU 0 and GPU 1, separate processes: their peaks do not mix);
 # two-GPU layouts run alone. Each layout is bounded by PER_LAYOUT_TIMEOUT seconds.
-# Usage: scripts/fit_measure/run_all.sh OUTDIR [layouts|smoke] [NAME ...]
+# Usage: scripts/fit_measure/run_all.sh OUTDIR [layouts|smoke|moe] [NAME ...]
+# ONE_GPU=1: a machine with one GPU (one-GPU layouts one after another; two-GPU layouts cannot run there).
 set -u
 OUTDIR=${1:?usage: run_all.sh OUTDIR [layouts|smoke] [NAME ...]}
 SET=${2:-layouts}
@@ -53,11 +54,12 @@ for line in "${ALL[@]}"; do
   if [ "$gpus" = 1 ]; then one+=("$name"); else two+=("$name"); fi
 done
 
-# One-GPU layouts in pairs.
+# One-GPU layouts in pairs (one at a time on a one-GPU machine: ONE_GPU=1).
 i=0
 while [ $i -lt ${#one[@]} ]; do
   a=${one[$i]}
   b=${one[$((i + 1))]:-}
+  if [ "${ONE_GPU:-0}" = 1 ]; then b=; i=$((i - 1)); fi
   pa=$port pb=$((port + 1))
   port=$((port + 2))
   run_one "$a" 1 "$pa" 0 &
