@@ -87,6 +87,10 @@ def test_lines_users_type_are_read_as_click_reads_them(places):
         ("upgrade", ["-f", f, "-i"]),
         ("upgrade", ["-f", f, "--install", "--diff"]),
         ("upgrade", ["-f", f, "--skip-manifest-validation"]),
+        ("template", ["-f", f, "--no-fit-error"]),
+        ("install", ["-f", f, "--no-fit-error", "--no-preflight"]),
+        ("lint", ["-f", f, "--no-fit-error"]),
+        ("upgrade", ["-f", f, "-i", "--no-fit-error"]),
         ("uninstall", ["-f", f]),
         ("uninstall", ["-f", f, "--target", "slurm", "-n", "x"]),
     ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -325,6 +327,21 @@ def test_memory_error_then_flag_and_value_make_it_a_warning(over_memory, monkeyp
     assert any("does not fit" in w for w in plan.warnings)
     assert "fit" not in plan.values  # helm never sees it
     assert fit_cli("--values", str(over_memory)).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["template", "lint"])
+def test_release_commands_take_the_flag_too(over_memory, command, helm4, monkeypatch):
+    """template, lint, install and upgrade refuse the layout before helm starts; --no-fit-error makes it a warning
+    there as in validate (install and upgrade share the flag's code path: cli/release_commands.run_release)."""
+    for name, value in {**ENV, **helm4.env, "HELM_BIN": str(helm4.binary)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("HELM_NEMO_FIT_MEMORY", raising=False)
+    args = [sys.executable, "-m", "helm_nemo", command, "-f", str(over_memory)]
+    refused = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode == 2 and "does not fit" in refused.stderr and "--no-fit-error" in refused.stderr
+    warned = subprocess.run([*args, "--no-fit-error"], capture_output=True, text=True, cwd=ROOT)
+    assert warned.returncode == 0, warned.stderr
+    assert "warning:" in warned.stderr and "does not fit" in warned.stderr
 
 
 def test_a_bad_fit_section_is_an_error(over_memory):

@@ -33,6 +33,7 @@ _RELEASE = {
 }
 _SKIP = {"--skip-manifest-validation": ("skip_manifest_validation", "flag")}
 _TARGET = {"--target": ("target", "value")}
+_FIT = {"--no-fit-error": ("no_fit_error", "flag")}
 # preflight's offline fabric judge: declared for the tables' agreement, always left to click (a file that must
 # exist, an integer).
 _NCCL_LOG = {
@@ -68,10 +69,14 @@ _COMMON_DEFAULTS = {
 
 # command -> (its options, the defaults of the ones beyond _RELEASE)
 COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
-    "template": ({**_RELEASE, **_SKIP, **_TARGET}, {"skip_manifest_validation": False, "target": "kubernetes"}),
+    "template": (
+        {**_RELEASE, **_SKIP, **_TARGET, **_FIT},
+        {"skip_manifest_validation": False, "target": "kubernetes", "no_fit_error": False},
+    ),
     "install": (
-        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_NCCL, **_WAITS},
+        {**_RELEASE, **_SKIP, **_TARGET, **_PREFLIGHT, **_NCCL, **_WAITS, **_FIT},
         {
+            "no_fit_error": False,
             "skip_manifest_validation": False,
             "target": "kubernetes",
             "no_preflight": False,
@@ -80,7 +85,10 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
             **_WAIT_DEFAULTS,
         },
     ),
-    "lint": ({**_RELEASE, "--kube-version": ("kube_version", "value")}, {"kube_version": None}),
+    "lint": (
+        {**_RELEASE, "--kube-version": ("kube_version", "value"), **_FIT},
+        {"kube_version": None, "no_fit_error": False},
+    ),
     "upgrade": (
         {
             **_RELEASE,
@@ -92,9 +100,11 @@ COMMANDS: dict[str, tuple[dict[str, tuple[str, str]], dict[str, object]]] = {
             **_SKIP,
             **_PREFLIGHT,
             **_WAITS,
+            **_FIT,
         },
         {
             **_WAIT_DEFAULTS,
+            "no_fit_error": False,
             "install_missing": False,
             "show_diff": False,
             "skip_manifest_validation": False,

@@ -72,6 +72,14 @@ def _skip_validation_option(func):
     )(func)
 
 
+def _fit_option(func):
+    return click.option(
+        "--no-fit-error",
+        is_flag=True,
+        help="A memory estimate over the GPU is a warning, not an error (helm nemo fit; as HELM_NEMO_FIT_MEMORY=warn).",
+    )(func)
+
+
 def _preflight_options(func):
     func = click.option(
         "--no-preflight", is_flag=True, help="Do not check the cluster first (helm nemo preflight's checks)."
@@ -183,23 +191,27 @@ def _release_command(body):
 
 
 template = click.command(context_settings=PASSTHROUGH)(
-    _release_options(_skip_validation_option(_target_option(_release_command(run.template))))
+    _release_options(_fit_option(_skip_validation_option(_target_option(_release_command(run.template)))))
 )
 install = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        _skip_validation_option(
-            _target_option(_preflight_options(_nccl_options(_wait_options(_release_command(run.install)))))
+        _fit_option(
+            _skip_validation_option(
+                _target_option(_preflight_options(_nccl_options(_wait_options(_release_command(run.install)))))
+            )
         )
     )
 )
 lint = click.command(context_settings=PASSTHROUGH)(
     _release_options(
-        click.option(
-            "--kube-version",
-            default=None,
-            metavar="X.Y",
-            help="Kubernetes version to validate for (default 1.32); also passed to helm template.",
-        )(_release_command(run.lint))
+        _fit_option(
+            click.option(
+                "--kube-version",
+                default=None,
+                metavar="X.Y",
+                help="Kubernetes version to validate for (default 1.32); also passed to helm template.",
+            )(_release_command(run.lint))
+        )
     )
 )
 upgrade = click.command(context_settings=PASSTHROUGH)(
@@ -223,7 +235,11 @@ upgrade = click.command(context_settings=PASSTHROUGH)(
                         "--new-run",
                         is_flag=True,
                         help="As --recreate, but as a new run (new jobTimestamp: new log and checkpoint directories).",
-                    )(_skip_validation_option(_preflight_options(_wait_options(_release_command(run.upgrade)))))
+                    )(
+                        _fit_option(
+                            _skip_validation_option(_preflight_options(_wait_options(_release_command(run.upgrade))))
+                        )
+                    )
                 )
             )
         )
