@@ -236,14 +236,11 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
     # -- activations
     tokens = (arch.seq_len if lay.seq_len is None else lay.seq_len) / cp * lay.micro_batch
     dense_layers, moe_layers = _layer_kinds(arch, stages, stage)
-    per_layer = (
-        tokens
-        * (
-            dense_layers * _per_token(run, lay, h, q, kv, ffn, heads, mats, options, moe=False)
-            + moe_layers * _per_token(run, lay, h, q, kv, ffn, heads, mats, options, moe=True)
-        )
-        / max(n_layers, 1)
-    )  # the stage's mean layer
+    per_layer = 0.0  # the stage's mean layer (a kind of layer the stage does not hold is not computed)
+    for count, moe_layer in ((dense_layers, False), (moe_layers, True)):
+        if count:
+            per_layer += count * _per_token(run, lay, h, q, kv, ffn, heads, mats, options, moe=moe_layer)
+    per_layer *= tokens / max(n_layers, 1)
     recompute = run.get("recompute")
     method = run.get("recompute_method")
     n_recompute = run.get("recompute_layers") or 1
