@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # annotations only
 
     F = TypeVar("F", bound=Callable[..., Any])
 
+    from helm_nemo.user_errors import UserError
+
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
 
 
@@ -77,6 +79,19 @@ def _fail(err: Exception) -> None:
     if not _debug():
         _say(f"helm nemo: {err}")
     sys.exit(1)
+
+
+def _exit_user_error(err: UserError) -> None:
+    """A user error of a command that never calls helm (fit, metrics): its message and exit 2 (no "Nothing was
+    sent to helm" as `_fail` says); with --debug raised, for the traceback."""
+    import click
+
+    from helm_nemo.user_errors import EXIT_USER_ERROR
+
+    if _debug():
+        raise err
+    click.echo(err.format(), err=True)
+    sys.exit(EXIT_USER_ERROR)
 
 
 def _traceback(err: BaseException) -> str:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from helm_nemo.cli import _debug, _fail
+from helm_nemo.cli import _exit_user_error, _fail
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,18 +32,15 @@ def fit(values_file: str, release: str | None, output: str, no_fit_error: bool) 
     Exit 2 when a layout rule is broken or even the low end of the estimate is over the GPU's memory."""
     import json
 
-    from helm_nemo.fit.check import ENV_MODE, reports_for_file, text
+    from helm_nemo.fit.check import memory_errors_as_warnings, reports_for_file, text
     from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
 
     if no_fit_error:
-        os.environ[ENV_MODE] = "warn"
+        memory_errors_as_warnings()
     try:
         reports = reports_for_file(values_file, release)
     except UserError as err:
-        if _debug():
-            raise
-        click.echo(err.format(), err=True)
-        sys.exit(EXIT_USER_ERROR)
+        _exit_user_error(err)
     except Exception as err:
         _fail(err)
         return

@@ -75,7 +75,9 @@ def run_release(
 
     body, names_only = BODIES[name]
     if options.pop("no_fit_error", False):
-        os.environ["HELM_NEMO_FIT_MEMORY"] = "warn"  # read by helm_nemo/fit/check.py mode_of
+        from helm_nemo.fit.check import memory_errors_as_warnings
+
+        memory_errors_as_warnings()
     try:
         with secrets.collecting(show=show_secrets, mask=mask_names), forwarding_signals():
             try:

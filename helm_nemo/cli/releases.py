@@ -372,11 +372,7 @@ def diff(
 @click.option("--ca-file", default=None, help="CA bundle of the registry (helm pull --ca-file).")
 @click.argument("release", required=False)
 @_target_option
-@click.option(
-    "--no-fit-error",
-    is_flag=True,
-    help="A memory estimate over the GPU is a warning, not an error (helm nemo fit; as HELM_NEMO_FIT_MEMORY=warn).",
-)
+@_fit_option
 def validate(
     values_files,
     root,
@@ -400,9 +396,9 @@ def validate(
 
     registry = (["--plain-http"] if plain_http else []) + (["--ca-file", ca_file] if ca_file else [])
     if no_fit_error:
-        import os
+        from helm_nemo.fit.check import memory_errors_as_warnings
 
-        os.environ["HELM_NEMO_FIT_MEMORY"] = "warn"  # read by helm_nemo/fit/check.py mode_of
+        memory_errors_as_warnings()
     with secrets.collecting(show=show_secrets, mask=mask_names):
         try:
             plans = run.plans_of(values_files, release, chart, chart_version, chart_repo, root=root, extra=registry)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from helm_nemo import __version__
-from helm_nemo.cli import _debug, _fail
+from helm_nemo.cli import _exit_user_error, _fail
 
 
 @click.command()
@@ -114,7 +113,7 @@ def metrics(
     """
     from helm_nemo.metrics import Request, measure
     from helm_nemo.metrics.report import to_json
-    from helm_nemo.user_errors import EXIT_USER_ERROR, UserError
+    from helm_nemo.user_errors import UserError
 
     request = Request(
         file=log_file,
@@ -134,10 +133,7 @@ def metrics(
     try:
         report = measure(request)
     except UserError as err:
-        if _debug():
-            raise
-        click.echo(err.format(), err=True)
-        sys.exit(EXIT_USER_ERROR)
+        _exit_user_error(err)
     except Exception as err:
         _fail(err)
         return

@@ -26,6 +26,11 @@ ENV_MODE = "HELM_NEMO_FIT_MEMORY"
 TURN_OFF = "an estimate: `fit: {memoryCheck: warn}` in the values or --no-fit-error makes this a warning"
 
 
+def memory_errors_as_warnings() -> None:
+    """What --no-fit-error does, on every command that takes it: this process's memory verdicts warn (mode_of)."""
+    os.environ[ENV_MODE] = "warn"
+
+
 class FitReport:
     """One release's answer: its layout, the broken rules, the estimate and verdict, and notes."""
 

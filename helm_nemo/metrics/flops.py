@@ -247,13 +247,9 @@ KNOWN_MODELS: tuple[KnownModel, ...] = (
     ),
 )
 
-# Models gpu-recipes trains that are not GPT-style transformers the formula describes: named so the error says
-# why, not "unknown".
-UNSUPPORTED = {
-    "wan14b": "diffusion-transformer architecture (the Wan 2.1 video model)",
-    "wan2114b": "diffusion-transformer architecture (the Wan 2.1 video model)",
-    "wan21": "diffusion-transformer architecture (the Wan 2.1 video model)",
-}
+# Model families gpu-recipes trains that are not GPT-style transformers the formula describes, by the start of
+# model_key(name) (every size and spelling: wan_14b, Wan2.1-14B, wan21): named so the error says why, not "unknown".
+UNSUPPORTED = (("wan", "diffusion-transformer architecture (the Wan 2.1 video model)"),)
 
 
 def model_key(name: str) -> str:
@@ -274,7 +270,8 @@ def known_names() -> list[str]:
 
 
 def unsupported_reason(name: str) -> str | None:
-    return UNSUPPORTED.get(model_key(name))
+    key = model_key(name)
+    return next((reason for family, reason in UNSUPPORTED if key.startswith(family)), None)
 
 
 def match_architecture(arch: Architecture) -> KnownModel | None:
