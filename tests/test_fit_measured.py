@@ -50,6 +50,12 @@ def run_of(record: dict, accelerator: str = "a3ultra"):
         seq_len=config["seq"],
         kv_heads=model["query_groups"] if model["query_groups"] != model["heads"] else None,
         gated=model["swiglu"],
+        # MoE records (megatron_h200_moe.jsonl); the dense records predate these keys
+        experts=model.get("experts", 0),
+        top_k=model.get("top_k", 0),
+        moe_ffn=model.get("moe_ffn"),
+        shared_ffn=model.get("shared_ffn", 0),
+        dense_layers=model.get("dense_layers", 0),
     )
     facts = {
         "tp": config["tp"],
@@ -130,20 +136,6 @@ MOE_FIXTURE = FIXTURE.with_name("megatron_h200_moe.jsonl")
 MOE = [json.loads(line) for line in MOE_FIXTURE.read_text().splitlines()]
 
 
-def moe_run_of(record: dict):
-    """A MoE record as fit reads it: the dense facts of run_of plus the experts (16 of 2,048 × 1,408, top 4)."""
-    model = record["config"]["model"]
-    run = run_of(record)
-    run.arch = run.arch._replace(
-        experts=model["experts"],
-        top_k=model["top_k"],
-        moe_ffn=model["moe_ffn"],
-        shared_ffn=model["shared_ffn"],
-        dense_layers=model["dense_layers"],
-    )
-    return run
-
-
 @pytest.mark.parametrize("record", [r for r in MOE if r["status"] == "ok"], ids=lambda r: r["layout"])
 def test_moe_estimate_within_ten_percent_of_the_measured_peak(record):
     """megatron-core's MoE layer (router, alltoall dispatcher, SequentialMLP experts) on one H200: the parameter
@@ -152,7 +144,7 @@ def test_moe_estimate_within_ten_percent_of_the_measured_peak(record):
     was −10.3 % and −4.8 %.) The launcher's exit code is 1 for both: measure.py's last print read Megatron's
     theoretical figure, which is None for MoE, after the record was written (rank_exit_code 0)."""
     assert record["rank_exit_code"] == 0 and record["config"]["model"]["experts"] == 16
-    run = moe_run_of(record)
+    run = run_of(record)
     gpu = gpu_of("a3ultra")
     estimate = estimate_layout(run, layout_of(run, gpu), gpu, Options(attention="local"))
     assert estimate is not None and estimate.params == record["params_total"]
