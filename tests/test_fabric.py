@@ -105,11 +105,29 @@ def test_unknown_accelerator_and_missing_pieces(tmp_path):
     assert missing.exit_code == 2 and "--accelerator ID is missing" in missing.output
 
 
-def test_a_10000_line_log_reads_under_a_tenth_of_a_second():
+def _fastest(work, text: str, rounds: int = 5) -> float:
+    """The least CPU time of `rounds` calls: this process's own time, so other pytest workers do not count."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        work(text)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def _split_every_line(text: str) -> int:
+    """The floor any line reader pays: every line stripped and split once."""
+    return sum(len(line.strip().split()) for line in text.splitlines())
+
+
+def test_a_10000_line_log_reads_in_one_cheap_pass():
+    # Against a plain split of the same bytes in the same run, not a wall-clock figure: CI's shared cores made
+    # a 0.1 s bound fail at 0.116 s. Measured here: parse 2.2-3.1x the split, 1.5-3.1x with three CPU burners
+    # (it was 10x when every repeated row built its Row before being dropped as a repeat).
     lines = V100_OOB.read_text().splitlines()
     body = lines[4] + "\n"
     text = "\n".join(lines[:4]) + "\n" + body * 10_000 + "\n".join(lines[5:]) + "\n"
-    start = time.perf_counter()
     run = nccl_log.parse(text)
-    elapsed = time.perf_counter() - start
-    assert len(run.rows) == 1 and elapsed < 0.1, elapsed
+    assert len(run.rows) == 1 and run.footer_seen
+    parse_s, split_s = _fastest(nccl_log.parse, text), _fastest(_split_every_line, text)
+    assert parse_s < 8 * split_s, (parse_s, split_s)
