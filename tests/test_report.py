@@ -353,9 +353,10 @@ def test_report_of_a_failed_16_pod_jobset_on_the_emulator(tmp_path):
     assert page.count("exit 137") == 1 and page.count("exit 1 ") + page.count("exit 1<") >= 15
 
 
-def test_a_server_that_ignores_since_time_gets_the_whole_log_read(tmp_path):
-    """The emulator answers `sinceTime` from the log's start (it does not implement it): the windows would all be
-    the log's head, so the report reads the whole log instead and still spans every step (fetch.py)."""
+def test_the_emulator_serves_the_windows_by_tail_lines(tmp_path):
+    """The loopback emulator answers `tailLines` and `limitBytes` as the kubelet does (not `sinceTime`): the report
+    asks for rank 0's windows by their place from the end, never by time, fetches a small part of the log, and
+    still spans every step (fetch.py; tests/test_report_fetch.py for the placement and the fallbacks)."""
     sys.path.insert(0, str(ROOT / "bench"))
     sys.path.insert(0, str(ROOT / "tests"))
     from datetime import UTC, datetime, timedelta
@@ -377,8 +378,10 @@ def test_a_server_that_ignores_since_time_gets_the_whole_log_read(tmp_path):
         proc = subprocess.run(
             [*NEMO, "report", FAILED_RELEASE, "-n", NAMESPACE, "-o", str(out)], env=env, capture_output=True, text=True
         )
-        since = [r.query for r in kube.requests if r.path.endswith("/log") and "sinceTime" in r.query]
+        logs = [r.query for r in kube.requests if r.path.endswith("/log")]
     assert proc.returncode == 0, proc.stderr
+    windows = [q for q in logs if q.get("limitBytes") == str(fetch.WINDOW_BYTES)]
+    assert len(windows) >= fetch.WINDOWS and all("tailLines" in q for q in windows)
+    assert not any("sinceTime" in q for q in logs) and all("limitBytes" in q or "tailLines" in q for q in logs)
     page = out.read_text()
-    assert len(since) == fetch.WINDOWS  # the windows were asked for
-    assert f"steps 0–{steps - 1} of {steps}" in page and "windows at evenly spaced times" not in page
+    assert f"steps 0–{steps - 1} of {steps}" in page and "windows placed near evenly spaced times" in page

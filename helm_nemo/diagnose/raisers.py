@@ -47,13 +47,10 @@ class Rule:
 
 @lru_cache(maxsize=1)
 def rules() -> tuple[Rule, ...]:
-    import yaml
+    from helm_nemo.diagnose.lines import data
 
-    from helm_nemo.diagnose.lines import DATA
-
-    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
     out = []
-    for item in data.get("raised") or []:
+    for item in data().get("raised") or []:
         modules = [m for m in item.get("modules") or [] if not m.startswith("^")]
         patterns = [re.compile(m) for m in item.get("modules") or [] if m.startswith("^")]
         functions = re.compile(item["functions"]) if item.get("functions") else None

@@ -94,7 +94,7 @@ def _curves(report: Report, series: Series | None, text: str, run: RunInputs | N
         if series.fetched:
             report.series_note = (
                 f"{series.source} ({series.format} log: {series.read_steps:,} of its {last:,} steps, from its head, "
-                f"{len(series.joins) - 2} windows at evenly spaced times and its tail, {series.fetched / 1e6:.1f} MB "
+                f"{len(series.joins) - 2} windows placed near evenly spaced times and its tail, {series.fetched / 1e6:.1f} MB "
                 "fetched; a pause between two pieces is placed between their steps)"
             )
     times = [p.step_time_s for p in series.points if p.step_time_s is not None]
@@ -256,8 +256,8 @@ class Recorder:
         self.namespace = client.namespace
         self.lists: dict[str, list[dict[str, Any]]] = {}
 
-    def list(self, path: str, query: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        items = self.client.list(path, query)
+    def list(self, path: str, query: dict[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+        items = self.client.list(path, query, **options)
         self.lists.setdefault(path.rsplit("/", 1)[-1], []).extend(items)
         return items
 
@@ -279,25 +279,32 @@ def from_cluster(
 
     now = now or datetime.now(UTC)
     recorder = Recorder(client)
-    status = cluster.read_statuses(recorder, client.namespace, [release], {release: run} if run else None, now=now)[0]  # type: ignore[arg-type]
+    from concurrent.futures import ThreadPoolExecutor
+
+    fetching: dict[str, Any] = {}  # the curves' pod -> its log being fetched
+
+    def start_fetch(status: Any) -> None:  # once the tails are read: the log comes while the failures are diagnosed
+        curves = _curves_pod(status)
+        if curves is not None:
+            fetching[curves] = pool.submit(_fetch_curves, client, recorder, status, curves)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        status = cluster.read_statuses(
+            recorder,  # type: ignore[arg-type]
+            client.namespace,
+            [release],
+            {release: run} if run else None,
+            now=now,
+            on_progress=start_fetch,
+        )[0]
+        curves = _curves_pod(status)
+        if curves is not None and curves not in fetching:
+            fetching[curves] = pool.submit(_fetch_curves, client, recorder, status, curves)
+        series, full = fetching[curves].result() if curves is not None else (None, "")
     report = Report(title=f"{release} ({client.namespace})", generated=now, source="cluster")
     report.notes += status.notes
     report.recipe.append(RecipeRow("verdict", verdict(status).line))
     texts = dict(status.texts)
-    full = ""
-    curves = _curves_pod(status)
-    if curves is not None:
-        pod = next((p for p in recorder.lists.get("pods", []) if p["metadata"]["name"] == curves), None)
-        query = {"timestamps": "true"}
-        container = cluster.main_container(pod or {})
-        if container:
-            query["container"] = container
-        from helm_nemo.report.fetch import fetch
-
-        path = cluster.LOG.format(ns=client.namespace, pod=curves)
-        series, full = fetch(client, path, query, status.texts.get(curves, ""), curves)
-    else:
-        series = None  # the verdict's excerpts stay those of the tails read
     _curves(report, series, full, run)
     pods = [p for p in recorder.lists.get("pods", []) if _instance(p) == release]
     ranked = cluster.rank_pods(pods)
@@ -317,6 +324,21 @@ def from_cluster(
     _recipe(report, run)
     _checks(report, preflight or [])
     return report
+
+
+def _fetch_curves(client: KubeClient, recorder: Recorder, status: Any, curves: str) -> tuple[Series, str]:
+    """The steps of the curves' pod's whole log (fetch.py), and its text whose last line is the log's last."""
+    from helm_nemo.report.fetch import fetch
+    from helm_nemo.status import cluster
+
+    pod = next((p for p in recorder.lists.get("pods", []) if p["metadata"]["name"] == curves), None)
+    query = {"timestamps": "true"}
+    container = cluster.main_container(pod or {})
+    if container:
+        query["container"] = container
+    return fetch(
+        client, cluster.LOG.format(ns=client.namespace, pod=curves), query, status.texts.get(curves, ""), curves
+    )
 
 
 EXCERPT_PODS = 8  # failed pods whose tail is read again for the verdict's excerpts (the cause's first)

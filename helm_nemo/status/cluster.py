@@ -25,7 +25,7 @@ from helm_nemo.status.progress import Progress, RunInputs, progress
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from typing import Any
 
     from helm_nemo.dataprep.progress import ShardProgress
@@ -148,8 +148,11 @@ def read_statuses(
     with_logs: bool = True,
     stall_factor: float | None = None,
     tail: int = TAIL_LINES,
+    on_progress: Callable[[ReleaseStatus], None] | None = None,
 ) -> list[ReleaseStatus]:
-    """The status of each release (in the order given)."""
+    """The status of each release (in the order given). `on_progress` is called with a release's status once its
+    pods are listed and its progress read (status.texts final), before its failed pods are read and diagnosed:
+    the report starts fetching the whole log there, so the API server sends it while this process diagnoses."""
     run_inputs = run_inputs or {}
     ns = namespace
     selector = {"labelSelector": _selector(INSTANCE, releases)}
@@ -157,7 +160,8 @@ def read_statuses(
     jobs = client.list(JOBS.format(ns=ns), selector)
     for job in jobs:  # the API server's list items of a built-in kind have no kind
         job.setdefault("kind", "Job")
-    pods = client.list(PODS.format(ns=ns), selector)
+    # managedFields are half a pod's bytes and nothing here reads them: not decoded (kube/paging.py)
+    pods = client.list(PODS.format(ns=ns), selector, managed_fields=False)
     claims = client.list(CLAIMS.format(ns=ns), selector)
     out = {name: ReleaseStatus(name, ns) for name in releases}
 
@@ -212,6 +216,8 @@ def read_statuses(
                 texts = _read_shards(client, status, data_prep_jobs[name], by_release.get(name, []), shard_lists)
             elif status.workload is not None and ordered:
                 _read_progress(client, status, ordered, run_inputs.get(name), now, stall_factor, tail)
+            if on_progress is not None:
+                on_progress(status)
             _read_failures(client, status, by_release.get(name, []), texts)
     return [out[name] for name in releases]
 
