@@ -78,6 +78,13 @@ TARGETS: tuple[Target, ...] = (
         absolute=1.0,
     ),
     Target(
+        "report",
+        "helm-nemo report, failed 1,024-pod JobSet, 55 MB rank-0 log (real control plane)",
+        "helm-nemo status of the same run in the same rounds (all the report reads but the rank-0 log)",
+        limit=1.8,  # the 3 s over status's 1.65 s when it was set (not the rule above: one run so far)
+        absolute=3.0,
+    ),
+    Target(
         "diagnose",
         "helm-nemo logs --errors --file, 50 MB log",
         "python: read, decode and split the same 50 MB, look for 4 words in each line",

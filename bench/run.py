@@ -9,7 +9,8 @@ holds on a slower or busier machine. Pairs (issues 9 and 19):
   plugin     `helm nemo template` through the plugin installed from dist/ / `helm template`         <= 2.5
   recipe     a 3-release recipe / its three plain `helm template`s one after another               <= 1.3
   scale      rendering a 4096-node JobSet / a 2-node one                                  <= 1.1
-Figures that had targets in seconds (generate, check, validate, preflight, status, diagnose: issues 24, 25, 34)
+Figures that had targets in seconds (generate, check, validate, preflight, status, diagnose: issues 24, 25, 34;
+report: issue 41, on the real control plane, which `make bench` builds first as `make test` does)
 are each measured beside a reference that uses the same machine resources (a fresh Python, reading and parsing
 the same bytes, helm's renders), alternately; the target is the median of the rounds' ratios (bench/reference.py
 TARGETS: the list, the references and the limits; issue 41). The table prints both times, the ratio and its
@@ -338,6 +339,22 @@ def bench_status(rounds: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def bench_report(rounds: int, quick: bool) -> dict:
+    """bench/report_bench.py: on the real control plane (scripts/cluster.sh's binaries, built by `make bench` as
+    by `make test`), 1,024 pods; --quick: its code paths on the emulator, 16 pods and a 3 MB log."""
+    script = ROOT / "bench" / "report_bench.py"
+    size = ["--emulator-only", "--pods", "16", "--log-mb", "3"] if quick else []
+    proc = subprocess.run(
+        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds), *size],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if not proc.stdout.strip():
+        return {"error": proc.stderr.strip()[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def bench_diagnose(rounds: int) -> dict:
     script = ROOT / "bench" / "diagnose_bench.py"
     proc = subprocess.run(
@@ -413,6 +430,7 @@ def main() -> int:
             "preflight": bench_preflight(args.rounds) if wanted("preflight") else None,
             "status": bench_status(args.rounds) if wanted("status") else None,
             "diagnose": bench_diagnose(args.rounds) if wanted("diagnose") else None,
+            "report": bench_report(args.rounds, args.quick) if wanted("report") else None,
         }
     missed: list[str] = []  # a target missed (exit 1 with --check)
     failed: list[str] = []  # a figure not measured (exit 1 always)
@@ -517,6 +535,18 @@ def main() -> int:
             print(
                 f"diagnose  {dg['log_bytes'] / 1e6:.0f} MB log: median {dg['seconds']:.3f} s (min {dg['min']:.3f}, "
                 f"max {dg['max']:.3f}); healthy log: median {dg['healthy_seconds']:.3f} s"
+            )
+    rp = result["report"]
+    if wanted("report"):
+        if rp is None or "error" in rp:
+            print(f"report    failed: {(rp or {}).get('error', 'not run')}")
+            failed.append("report")
+        else:
+            cluster = "real control plane" if rp["cluster"] == "real" else "emulator"
+            print(
+                f"report    {rp['pods']} pods, {rp['rank0_log_bytes'] / 1e6:.0f} MB rank-0 log, {cluster}: median "
+                f"{rp[rp['cluster']]['median']:.3f} s, CPU {rp[rp['cluster'] + '_cpu']['median']:.3f} s, page "
+                f"{rp['html_bytes'] / 1024:.0f} KiB; status of the same run {rp[rp['cluster'] + '_status']['median']:.3f} s"
             )
     rows = judged_rows(result, failed)
     result["targets"] = rows

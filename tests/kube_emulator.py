@@ -1039,6 +1039,17 @@ class ContainerLog:
             line_start = tag == "F"
         return "".join(out)
 
+    def render_bytes(self, start: int, stamps: bool, limit: int, batch: int = 1000) -> bytes:
+        """The first `limit` bytes of what render(start, end of log) gives, rendering `batch` entries at a time."""
+        out, size, line_start = [], 0, True
+        while start < len(self.entries) and size < limit:
+            end = min(len(self.entries), start + batch)
+            piece = self.render(start, end, stamps, line_start).encode()
+            out.append(piece)
+            size += len(piece)
+            line_start, start = self.entries[end - 1][1] == "F", end
+        return b"".join(out)[:limit]
+
 
 @dataclass
 class _Event:
@@ -2189,11 +2200,14 @@ class _Handler(BaseHTTPRequestHandler):
         stamps = query.get("timestamps") == "true"
         with kube._cond:
             start = max(0, len(log.entries) - tail) if tail is not None else 0
+            if limit is not None and query.get("follow") != "true":
+                # as the kubelet, stop reading once limitBytes are out: a window of a 55 MB log renders its
+                # entries up to the limit, not the rest of the file
+                return self._send(200, log.render_bytes(start, stamps, limit), "text/plain")
             body = log.render(start, len(log.entries), stamps, True)
             cursor, ended_line = len(log.entries), (not log.entries or log.entries[-1][1] == "F")
         if query.get("follow") != "true":
-            data = body.encode()
-            return self._send(200, data[:limit] if limit is not None else data, "text/plain")
+            return self._send(200, body.encode(), "text/plain")
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")

@@ -41,6 +41,7 @@ FIGURES = (
     "preflight",
     "status",
     "diagnose",
+    "report",
 )
 
 
@@ -66,6 +67,7 @@ def test_every_benchmark_runs_once(tmp_path):
     assert result["preflight"]["nodes"] == 1000 and result["preflight"]["rounds"] == 1
     assert result["status"]["pods"] == 512 and result["status"]["rounds"] == 1
     assert result["diagnose"]["seconds"] > 0
+    assert result["report"]["cluster"] == "emulator" and result["report"]["pods"] == 16  # --quick: its code paths
     # Every target of the list measured beside its reference, in the table and the JSON.
     targets = load("reference").TARGETS
     assert [row["key"] for row in result["targets"]] == [t.key for t in targets]
