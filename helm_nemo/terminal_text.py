@@ -19,8 +19,8 @@ of these characters is returned as is after one regex scan.
 `escape_json(document)` makes a JSON document (json.dumps with ensure_ascii=False) safe the same way while
 keeping the text: DEL, C1 and the format characters become \\u escapes (json.dumps escapes C0 already).
 
-`Stream` is `safe` for text that arrives in pieces (`logs -f`): a sequence cut between two pieces is held
-back until the next.
+`Stream` is `safe` for text that arrives in pieces (`logs -f`): each piece is printed up to its last line end,
+and the rest waits for the next piece (no sequence spans a line end).
 """
 
 from __future__ import annotations
@@ -38,22 +38,20 @@ _FORMAT = (
 )
 # Anything safe() changes starts with one of these: C0 but tab and newline, DEL, C1, the format characters.
 _ANY = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
-_CSI = re.compile(r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?")  # removed wholesale first (fast)
+# CSI is removed as a token in its place, never by a pass before the others: removing it first joins what is
+# around it into a sequence the text does not hold (ESC, CSI, "]" is a lone ESC and a plain "]", not an OSC;
+# CR, CSI, LF is two line ends, not one), and what a piece of a stream would print would differ from the whole.
+_CSI_BODY = r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
 # The body of a control string: up to its terminator, an ESC (which aborts it), CAN/SUB, or the line's end.
 _BODY = "[^\x07\x1b\x9c\n\r\x18\x1a]*"
 _TOKEN = re.compile(
-    f"(?P<string>(?:\x1b[\\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?P<body>{_BODY})(?P<end>\x07|\x1b\\\\|\x9c)?)"
+    f"(?P<csi>{_CSI_BODY})"
+    f"|(?P<string>(?:\x1b[\\]PX^_]|[\x90\x98\x9d\x9e\x9f])(?P<body>{_BODY})(?P<end>\x07|\x1b\\\\|\x9c)?)"
     "|(?P<designate>\x1b[\x20-\x2f]+[\x30-\x7e]?)"
     "|(?P<esc>\x1b[\x30-\x7e]?)"
     "|(?P<cr>\r\n?)"
     f"|(?P<other>[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}])"
 )
-# A piece that ends inside a sequence (or on a CR that a LF may follow): from where it starts.
-_PARTIAL = re.compile(
-    f"(?:\x1b(?:\\[[\x30-\x3f]*[\x20-\x2f]*|[\\]PX^_]{_BODY}\x1b?|[\x20-\x2f]*)?"
-    f"|\x9b[\x30-\x3f]*[\x20-\x2f]*|[\x90\x98\x9d\x9e\x9f]{_BODY}\x1b?|\r)"
-)
-_STARTS = re.compile("[\x1b\x90\x98\x9b\x9d\x9e\x9f\r]")
 PREVIEW = 24  # characters of a control string's body shown
 HOLD = 1 << 16  # the most a Stream holds back
 
@@ -75,7 +73,7 @@ def _replace(match: re.Match[str]) -> str:
         end = match["end"] or ""
         end = _visible(end[0]) + end[1:] if end else ""
         return intro + _printable(body[:PREVIEW]) + ("…" if len(body) > PREVIEW else "") + end
-    if kind == "designate":
+    if kind in ("designate", "csi"):
         return ""
     if kind == "esc":
         return "\\x1b" + _printable(match[0][1:])
@@ -89,10 +87,6 @@ def safe(text: str) -> str:
     the same string when it holds none."""
     if _ANY.search(text) is None:
         return text
-    if "\x1b[" in text or "\x9b" in text:
-        text = _CSI.sub("", text)
-        if _ANY.search(text) is None:
-            return text
     parts: list[str] = []
     done = 0
     found = _ANY.search(text)
@@ -126,23 +120,25 @@ def escape_json(document: str) -> str:
 
 
 class Stream:
-    """`safe` over a text given in pieces: a piece's end that may be the start of a sequence (or a CR before
-    its LF) waits for the next piece; `close()` gives what is left."""
+    """`safe` over a text given in pieces (`logs -f`): what is printed is what `safe` prints for the whole.
+
+    No sequence spans a line end (a control string stops at one; CSI, ESC and designations hold no LF or CR), so
+    `safe` of the text up to a line end, then of the rest, is `safe` of the whole. A piece is printed up to its
+    last line end, a LF or a CR followed by something else than LF (a progress bar's redraw is printed when the
+    next one starts); the rest waits for the next piece, up to HOLD characters. `close()` gives what is left."""
 
     def __init__(self) -> None:
         self._held = ""
 
     def feed(self, piece: str) -> str:
         text = self._held + piece
-        self._held = ""
-        line = text.rfind("\n") + 1
-        if len(text) - line <= HOLD:
-            for start in _STARTS.finditer(text, line):
-                if _PARTIAL.fullmatch(text, start.start()):
-                    self._held = text[start.start() :]
-                    text = text[: start.start()]
-                    break
-        return safe(text)
+        cut = text.rfind("\n") + 1
+        redraw = text.rfind("\r", cut, len(text) - 1) + 1  # a CR with something after it that is not a LF
+        cut = max(cut, redraw)
+        if len(text) - cut > HOLD:
+            cut = len(text)
+        self._held = text[cut:]
+        return safe(text[:cut])
 
     def close(self) -> str:
         text, self._held = self._held, ""
