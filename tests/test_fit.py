@@ -250,6 +250,28 @@ def test_hydra_override_and_launcher_flag_take_precedence(tmp_path):
     assert f"PP 5 ({values}:{_line_of(values, 'pipeline_model_parallel_size=5')}" in world.message
 
 
+def test_the_precision_aware_optimizers_dtypes_set_the_adam_state(tmp_path):
+    """megatron-core's precision-aware optimizer keeps the master copy, m and v in the dtypes it is given
+    (OptimizerConfig main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype): bf16 moments are 8 bytes a parameter,
+    not 12. Without use_precision_aware_optimizer the dtypes are not read (Megatron ignores them too)."""
+    shutil.copytree(EXAMPLES / "configs", tmp_path / "configs")
+    base = (EXAMPLES / "a3mega-gpt3-175b.yaml").read_text()
+
+    def optimizer_of(*overrides: str):
+        values = tmp_path / "values.yaml"
+        listed = "".join(f"\n    - {o}" for o in overrides)
+        values.write_text(base.replace("  arguments: []", f"  arguments:{listed}" if overrides else "  arguments: []"))
+        (report,) = reports_for_file(str(values), env={})
+        return report.estimate.optimizer, report.estimate.assumptions
+
+    plain, said = optimizer_of()
+    dtypes = ("optimizer.exp_avg_dtype=bf16", "optimizer.exp_avg_sq_dtype=bf16")
+    ignored, _ = optimizer_of(*dtypes)
+    aware, told = optimizer_of("optimizer.use_precision_aware_optimizer=true", *dtypes)
+    assert ignored == plain and aware == pytest.approx(plain * 8 / 12)
+    assert "Adam state 12 bytes a parameter" in said and "Adam state 8 bytes a parameter" in told
+
+
 def test_fp8_refused_on_a100(tmp_path):
     """p4de (A100) has no FP8: its profile has no fp8 peak. The same release with model.fp8=true is refused."""
     shutil.copytree(EXAMPLES / "configs", tmp_path / "configs")

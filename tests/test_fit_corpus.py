@@ -48,6 +48,10 @@ _FACTS = (
     "grad_fp32",
     "pipeline_layout",
     "dist_optimizer",
+    "precision_aware_optimizer",
+    "main_params_dtype",
+    "exp_avg_dtype",
+    "exp_avg_sq_dtype",
 )
 
 

@@ -3,7 +3,8 @@
 Terms, per GPU (bytes; Ψ = the parameters this GPU holds):
   weights      2 Ψ                               (bf16 parameters)
   gradients    4 Ψ, or 2 Ψ without grad_reduce_in_fp32   (Megatron DDP's main-grad buffer, not sharded)
-  optimizer    12 Ψ (fp32 master copy, Adam m and v), / (DP × CP) with the distributed optimizer (its shard
+  optimizer    12 Ψ (fp32 master copy, Adam m and v; the precision-aware optimizer's dtypes when it is on),
+               / (DP × CP) with the distributed optimizer (its shard
                group is the data-parallel group with context parallel); expert parameters / expert DP
   activations  per layer and micro-batch, Korthikanti et al. 2022 (arXiv:2205.05198) §4 generalised to GQA and
                gated MLPs, × the micro-batches in flight of the schedule; plus the logits and loss buffers on
@@ -189,11 +190,40 @@ def _state(run: Run, lay: Layout, stages: list[int], stage: int) -> tuple[float,
     grad_bytes = 4 if run.get("grad_fp32") is not False else 2
     dp_cp = (lay.dp or 1) * cp
     expert_dp = max(1, (lay.gpus or 1) // (lay.etp * lay.ep * lay.pp))
+    per_param = optimizer_bytes(run)
     if run.get("dist_optimizer"):
-        optimizer = 12 * dense_params / dp_cp + 12 * expert_local / expert_dp
+        optimizer = per_param * dense_params / dp_cp + per_param * expert_local / expert_dp
     else:
-        optimizer = 12 * params
+        optimizer = per_param * params
     return params, 2 * params, grad_bytes * params, optimizer
+
+
+_DTYPE_BYTES = {
+    "fp32": 4,
+    "float32": 4,
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp8": 1,
+    "uint8": 1,
+}
+
+
+def optimizer_bytes(run: Run) -> int:
+    """Adam's state per parameter: the master copy, m and v, fp32 each (12 bytes), unless the precision-aware
+    optimizer keeps them in the dtypes it is given (megatron-core OptimizerConfig main_params_dtype,
+    exp_avg_dtype, exp_avg_sq_dtype, read only with use_precision_aware_optimizer; Transformer Engine's FusedAdam
+    holds them): DeepSeek-V3's Megatron-Bridge recipe keeps m and v in bf16, 8 bytes."""
+    if not run.get("precision_aware_optimizer"):
+        return 12
+
+    def size(name: str) -> int:
+        given = str(run.get(name) or "fp32").lower().removeprefix("torch.")
+        return _DTYPE_BYTES.get(given, 4)
+
+    return size("main_params_dtype") + size("exp_avg_dtype") + size("exp_avg_sq_dtype")
 
 
 def _layer_kinds(arch: Architecture, stages: list[int], stage: int) -> tuple[int, int]:
@@ -291,6 +321,7 @@ def _stage(run: Run, lay: Layout, stages: list[int], stage: int, options: Option
         f"attention {options.attention}",
         f"gradients {'fp32' if grad_bytes == 4 else 'bf16'}",
         "distributed optimizer" if run.get("dist_optimizer") else "optimizer state on every data-parallel rank",
+        f"Adam state {optimizer_bytes(run)} bytes a parameter",
     )
     return Estimate(
         stage,

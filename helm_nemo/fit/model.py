@@ -117,6 +117,13 @@ SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("use_distributed_optimizer",),
     ),
     "optimizer_name": (("model.optim.name",), ()),
+    "precision_aware_optimizer": (
+        ("optim.config.use_precision_aware_optimizer", "optimizer.use_precision_aware_optimizer"),
+        ("use_precision_aware_optimizer",),
+    ),
+    "main_params_dtype": (("optim.config.main_params_dtype", "optimizer.main_params_dtype"), ("main_params_dtype",)),
+    "exp_avg_dtype": (("optim.config.exp_avg_dtype", "optimizer.exp_avg_dtype"), ("exp_avg_dtype",)),
+    "exp_avg_sq_dtype": (("optim.config.exp_avg_sq_dtype", "optimizer.exp_avg_sq_dtype"), ("exp_avg_sq_dtype",)),
     "grad_fp32": (
         ("model.grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
         ("grad_reduce_in_fp32",),
@@ -273,7 +280,16 @@ def normalised(name: str, value: Any) -> Any:
         return _as_int(value)
     if name in ("hidden_dropout", "attention_dropout"):
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    if name in ("sp", "dist_optimizer", "account_embedding", "account_loss", "grad_fp32", "tied_embeddings", "flash"):
+    if name in (
+        "sp",
+        "dist_optimizer",
+        "account_embedding",
+        "account_loss",
+        "grad_fp32",
+        "tied_embeddings",
+        "flash",
+        "precision_aware_optimizer",
+    ):
         return _as_bool(value)
     if name == "untied_embeddings":
         return _as_bool(value)
