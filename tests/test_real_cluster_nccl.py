@@ -172,6 +172,22 @@ def preflight(env: dict, namespace: str, values: list[Path], *extra: str) -> tup
     return proc.returncode, json.loads(proc.stdout), proc.stderr, took
 
 
+def failed_checks(document: dict) -> str:
+    """The failed checks' messages: what an assertion on `failed` shows when it fails (stderr holds none)."""
+    return "; ".join(f"{c['id']}: {c['message']}" for c in document["checks"] if c["id"] in document["failed"])
+
+
+def node_states(cluster, names: list[str]) -> str:
+    """Each node's Ready condition, taints and cordon: what capacity.gpus counts nodes by."""
+    out = []
+    for name in names:
+        node = cluster.get(f"/api/v1/nodes/{name}")
+        ready = next((c["status"] for c in node["status"].get("conditions", []) if c["type"] == "Ready"), "?")
+        taints = [t["key"] for t in node["spec"].get("taints") or []]
+        out.append(f"{name}: Ready={ready} taints={taints} unschedulable={node['spec'].get('unschedulable')}")
+    return "; ".join(out)
+
+
 def fabric(document: dict) -> dict:
     (found,) = [c for c in document["checks"] if c["id"] == "fabric.busbw"]
     return found
@@ -236,7 +252,9 @@ def test_a_socket_fallback_fails(pools, helm_name, tmp_path):
     namespace, env = setup(pools, tmp_path, helm_name, "p5", 16, "all_reduce_socket_info")
     code, document, said, _ = preflight(env, namespace, [p5_recipe(tmp_path)], "--nccl")
     check = fabric(document)
-    assert code == 1 and document["failed"] == ["fabric.busbw"], said
+    assert code == 1 and document["failed"] == ["fabric.busbw"], (
+        f"{failed_checks(document)}; P5 nodes now: {node_states(pools, pools.nodes['p5'])}"
+    )
     assert "NCCL used Socket, not Libfabric; below the floor 270 GB/s" in check["message"]
     assert check["details"]["busbw"] == 2.79 and check["details"]["nodes"] == 2
     used = check["details"]["nodes_used"]
