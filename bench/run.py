@@ -299,73 +299,44 @@ def bench_generate(rounds: int, tmp: Path) -> dict:
     }
 
 
-def bench_validate(rounds: int) -> dict | None:
-    script = ROOT / "bench" / "validate_bench.py"
-    if not script.exists():
-        return None
-    command = [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(min(rounds, 5))]  # cold processes
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip()[-500:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def bench_preflight(rounds: int) -> dict:
-    """bench/preflight_bench.py: the emulator in its own process, A/B alternately (see its docstring)."""
+def _script_figure(script: str, *args: str, codes: tuple[int, ...] | None = None) -> dict:
+    """The JSON the bench script bench/`script` prints last with --json (its own process); {"error": …} when it
+    printed none or exited with a code outside `codes` (None: any)."""
     proc = subprocess.run(
-        [
-            *(str(VENV_BIN / "python"), str(ROOT / "bench" / "preflight_bench.py"), "--json"),
-            *("--rounds", str(rounds), "--warmup", str(WARMUP)),
-        ],
+        [str(VENV_BIN / "python"), str(ROOT / "bench" / script), "--json", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
-    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+    if (codes is not None and proc.returncode not in codes) or not proc.stdout.strip():
         return {"error": (proc.stderr or proc.stdout).strip()[-500:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def bench_validate(rounds: int) -> dict | None:
+    if not (ROOT / "bench" / "validate_bench.py").exists():
+        return None
+    return _script_figure("validate_bench.py", "--rounds", str(min(rounds, 5)), codes=(0,))  # cold processes
+
+
+def bench_preflight(rounds: int) -> dict:
+    """bench/preflight_bench.py: the emulator in its own process, A/B alternately (see its docstring)."""
+    return _script_figure("preflight_bench.py", "--rounds", str(rounds), "--warmup", str(WARMUP), codes=(0, 1))
+
+
 def bench_status(rounds: int) -> dict:
-    script = ROOT / "bench" / "status_bench.py"
-    proc = subprocess.run(
-        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds), "--warmup", str(min(WARMUP, 1))],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if not proc.stdout.strip():
-        return {"error": proc.stderr.strip()[-500:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _script_figure("status_bench.py", "--rounds", str(rounds), "--warmup", str(min(WARMUP, 1)))
 
 
 def bench_report(rounds: int, quick: bool) -> dict:
     """bench/report_bench.py: on the real control plane (scripts/cluster.sh's binaries, built by `make bench` as
     by `make test`), 1,024 pods; --quick: its code paths on the emulator, 16 pods and a 3 MB log."""
-    script = ROOT / "bench" / "report_bench.py"
     size = ["--emulator-only", "--pods", "16", "--log-mb", "3"] if quick else []
-    proc = subprocess.run(
-        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds), *size],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if not proc.stdout.strip():
-        return {"error": proc.stderr.strip()[-500:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _script_figure("report_bench.py", "--rounds", str(rounds), *size)
 
 
 def bench_diagnose(rounds: int) -> dict:
-    script = ROOT / "bench" / "diagnose_bench.py"
-    proc = subprocess.run(
-        [str(VENV_BIN / "python"), str(script), "--json", "--rounds", str(rounds)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if not proc.stdout.strip():
-        return {"error": proc.stderr.strip()[-500:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _script_figure("diagnose_bench.py", "--rounds", str(rounds))
 
 
 def judged_rows(result: dict, failed: list[str]) -> list[dict]:

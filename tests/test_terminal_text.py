@@ -142,24 +142,19 @@ def test_any_mix_is_safe_idempotent_and_keeps_plain_lines(text):
             assert f"\n{line}\n" in f"\n{out}\n"
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=DANGER, max_size=40), st.data())
-def test_a_stream_in_pieces_prints_what_the_whole_prints(text, data):
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=4)))
-    stream, pieces, start = Stream(), [], 0
-    for cut in [*cuts, len(text)]:
-        pieces.append(stream.feed(text[start:cut]))
-        start = cut
-    pieces.append(stream.close())
-    assert "".join(pieces) == safe(text)
-
-
 def in_pieces(text: str, cuts: list[int]) -> str:
     stream, pieces, start = Stream(), [], 0
     for cut in [*cuts, len(text)]:
         pieces.append(stream.feed(text[start:cut]))
         start = cut
     return "".join(pieces) + stream.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=DANGER, max_size=40), st.data())
+def test_a_stream_in_pieces_prints_what_the_whole_prints(text, data):
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=4)))
+    assert in_pieces(text, cuts) == safe(text)
 
 
 @pytest.mark.parametrize(
